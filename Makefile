@@ -1,0 +1,33 @@
+# `make demo` and `make test` each create .venv and install what they need (CPU torch pinned).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch; on a CUDA machine install CUDA torch into .venv first (see README).
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+
+.PHONY: demo test lint install clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dicelab sweep experiments/quickstart.yaml
+	$(BIN)/dicelab analyze --experiment quickstart --out reports/quickstart
+
+test: $(STAMP)
+	$(BIN)/ruff check platform tests benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check platform tests benchmarks
+	$(BIN)/ruff format --check platform tests benchmarks
+
+clean:
+	rm -rf $(VENV) .dicelab reports .pytest_cache .ruff_cache

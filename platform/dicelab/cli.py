@@ -1,0 +1,63 @@
+"""The `dicelab` command. Each sub-command lives in the package that owns it.
+
+A sub-command module exposes `add_arguments(parser)` and `run(args) -> int`; it is imported only when
+its command runs, so `dicelab --help` stays fast and a broken optional dependency hits only its command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dicelab.errors import DicelabError
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "trial": ("dicelab.training.cli", "run one trial locally, without Ray"),
+    "sweep": ("dicelab.sweeps.cli_sweep", "run a sweep on local Ray or a Ray cluster"),
+    "submit": ("dicelab.sweeps.cli_submit", "submit a sweep to a Ray cluster as a Ray Job"),
+    "resample": ("dicelab.data.resampling.cli", "build a resampled training set (Table 8 variants)"),
+    "analyze": ("dicelab.analysis.cli", "sensitivity curves, ablation tables and a report from MLflow"),
+    "ui": ("dicelab.tracking.cli", "start the MLflow UI on the configured store"),
+    "losses": ("dicelab.losses.cli", "loss utilities (plot: the paper's Figure 1)"),
+    "validate": ("dicelab.config.cli", "load and validate configs without running them"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dicelab", description=__doc__.splitlines()[0])
+    from dicelab import __version__
+
+    parser.add_argument("--version", action="version", version=f"dicelab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        command_parser.set_defaults(_module=module_name)
+        if _wants(name):
+            importlib.import_module(module_name).add_arguments(command_parser)
+    return parser
+
+
+def _wants(name: str) -> bool:
+    # Only the chosen sub-command's module is imported (heavy imports: torch, ray, mlflow).
+    return name in sys.argv[1:2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    parser = build_parser()
+    args = parser.parse_args()
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except DicelabError as error:
+        print(f"dicelab {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print(f"dicelab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

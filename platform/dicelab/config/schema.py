@@ -1,0 +1,137 @@
+"""Typed experiment config. Every section forbids unknown keys, so a typo is an error, not a silent default.
+
+Names used by registries (data source, task, loss, backbone) are plain strings here and are checked against
+their registries in `dicelab.config.validate`, so adding a loss or task never touches this file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SyntheticConfig(Section):
+    """Options of the synthetic generators (pairs, tagging, spans)."""
+
+    n_train: int = Field(2000, ge=1)
+    n_dev: int = Field(500, ge=1)
+    positive_rate: float = Field(0.2, gt=0.0, lt=1.0)  # pairs: share of duplicates
+    entity_density: float = Field(0.15, gt=0.0, lt=1.0)  # tagging: share of tokens inside an entity
+    unanswerable_rate: float = Field(0.0, ge=0.0, lt=1.0)  # spans: SQuAD 2.0-style questions without answer
+    seed: int = 0
+
+
+class VariantOptions(Section):
+    """Overrides of a resampling preset's targets (see `dicelab resample`)."""
+
+    size: int | None = Field(None, ge=1)
+    positive_rate: float | None = Field(None, gt=0.0, lt=1.0)
+    seed: int = 0
+
+
+class DataConfig(Section):
+    source: str = "synthetic_pairs"  # registry name: hub | local | synthetic_pairs | synthetic_tagging | ...
+    name: str | None = None  # hub dataset, e.g. "glue/mrpc" (source: hub)
+    path: str | None = None  # local directory or file (source: local); relative to the working directory
+    format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad"] = "auto"
+    splits: dict[str, str] = Field(default_factory=lambda: {"train": "train", "dev": "dev"})
+    columns: dict[str, str] = Field(default_factory=dict)  # canonical name -> column name in the source
+    labels: list[str] | None = None  # the label set; inferred from the training split when omitted
+    positive_label: str | None = None  # binary tasks: which label is "positive" (default: "1")
+    max_train_examples: int | None = Field(None, ge=1)
+    max_dev_examples: int | None = Field(None, ge=1)
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+    variant: str = "original"  # Table 8 resampling preset applied to the training split
+    variant_options: VariantOptions = Field(default_factory=VariantOptions)
+    max_length: int = Field(128, ge=8, le=4096)
+    cache_dir: str = ".dicelab/cache"
+
+
+class TaskConfig(Section):
+    name: str = "pair_classification"  # registry name: pair_classification | token_tagging | span_extraction
+    doc_stride: int = Field(64, ge=1)  # span extraction: overlap of context windows
+    max_query_length: int = Field(32, ge=1)
+    max_answer_length: int = Field(30, ge=1)
+    version_2_with_negative: bool = False  # span extraction: SQuAD 2.0 style unanswerable questions
+
+
+class TinyBertConfig(Section):
+    """The randomly initialised BERT behind `backbone: tiny-bert` (fast tests and demos)."""
+
+    hidden_size: int = Field(64, ge=8)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(2, ge=1)
+    intermediate_size: int = Field(128, ge=8)
+    vocab_size: int = Field(2000, ge=100)
+
+
+class ModelConfig(Section):
+    backbone: str = "tiny-bert"  # tiny-bert | minilm | any hub id or local path
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    tiny_bert: TinyBertConfig = Field(default_factory=TinyBertConfig)
+
+
+class LossConfig(BaseModel):
+    """`name` plus the loss's own keyword parameters (checked by `dicelab.losses.build_loss`)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str = "ce"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TrainConfig(Section):
+    epochs: int = Field(3, ge=1)
+    max_steps: int | None = Field(None, ge=1)  # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = Field(32, ge=1)
+    eval_batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(2e-5, gt=0.0)
+    weight_decay: float = Field(0.01, ge=0.0)
+    warmup_ratio: float = Field(0.1, ge=0.0, le=1.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    grad_accum_steps: int = Field(1, ge=1)
+    seed: int = 42
+    eval_every_steps: int | None = Field(None, ge=1)  # None: evaluate at the end of every epoch
+    early_stopping_patience: int | None = Field(None, ge=1)  # evaluations without improvement
+    metric: str = "auto"  # dev metric to select on; "auto" = the task's primary metric
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    num_threads: int | None = Field(None, ge=1)  # torch intra-op threads; None: leave torch's default
+    log_every_steps: int = Field(10, ge=1)
+
+
+class TrackingConfig(Section):
+    enabled: bool = True
+    uri: str | None = None  # None: sqlite:///<cwd>/.dicelab/mlflow.db; http(s):// for a server
+    experiment: str | None = None  # None: the config's name
+    run_name: str | None = None
+    log_predictions: bool = True
+
+
+class ExperimentConfig(Section):
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    data: DataConfig = Field(default_factory=DataConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    # The paper's reported numbers for side-by-side reporting, e.g. {"metric": "f1", "results": {...}}.
+    paper: dict[str, Any] | None = None
+    # A sweep's search section; its schema is owned by `dicelab.sweeps` and checked there.
+    search: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _experiment_name(self) -> ExperimentConfig:
+        if self.tracking.experiment is None:
+            self.tracking.experiment = self.name
+        return self

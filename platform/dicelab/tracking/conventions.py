@@ -1,0 +1,54 @@
+"""MLflow naming conventions shared by the trial engine, the sweeps and the analysis.
+
+- One experiment per sweep name (a standalone `dicelab trial` uses the config's tracking.experiment).
+- A parent run per sweep invocation (tag ROLE=parent), one nested child run per trial (ROLE=trial).
+- Child params are the flattened config: `loss.name`, `loss.alpha`, `data.variant`, `train.seed`, ...
+- Metrics at each evaluation: `dev_<metric>` (dev_f1, dev_precision, ...), plus `train_loss`, `epoch`,
+  `learning_rate`; at the end `best_dev_<metric>` and `best_step`.
+"""
+
+from __future__ import annotations
+
+# Tags
+ROLE = "dicelab.role"  # "parent" | "trial"
+ROLE_PARENT = "parent"
+ROLE_TRIAL = "trial"
+SWEEP_NAME = "dicelab.sweep"  # the sweep's name, on parent and children
+SWEEP_ID = "dicelab.sweep_id"  # one id per sweep invocation (stable across --resume)
+TRIAL_ID = "dicelab.trial_id"  # Ray Tune trial id (or "local" for `dicelab trial`)
+OUTCOME = "dicelab.outcome"  # one of OUTCOMES
+REASON = "dicelab.reason"  # why a trial failed or stopped early, one line
+PRIMARY_METRIC = "dicelab.metric"  # the dev metric the trial selected on, e.g. "f1"
+GIT_COMMIT = "dicelab.git_commit"
+DATA_FINGERPRINT = "dicelab.data_fingerprint"
+
+# Values of OUTCOME. MLflow status: completed/early_stopped -> FINISHED, failed/non_finite -> FAILED.
+COMPLETED = "completed"
+EARLY_STOPPED = "early_stopped"  # stopped by the scheduler (ASHA) or by early stopping patience
+FAILED = "failed"  # raised an exception
+NON_FINITE = "non_finite"  # the loss became NaN or inf
+OUTCOMES = (COMPLETED, EARLY_STOPPED, FAILED, NON_FINITE)
+
+# Metric names
+DEV_PREFIX = "dev_"
+BEST_PREFIX = "best_dev_"
+TRAIN_LOSS = "train_loss"
+EPOCH = "epoch"
+LEARNING_RATE = "learning_rate"
+BEST_STEP = "best_step"
+SAMPLES_PER_SECOND = "train_samples_per_second"
+
+# Artifacts (paths inside a run)
+CONFIG_ARTIFACT = "config.yaml"  # the fully resolved config
+PREDICTIONS_ARTIFACT = "predictions/dev.jsonl"  # dev predictions of the best state
+CLASS_REPORT_ARTIFACT = "reports/per_class.json"  # per-class precision/recall/F1/support
+MANIFEST_ARTIFACT = "data/manifest.json"  # resampling manifest when data.variant != original
+REPORT_DIR = "report"  # analysis report on the sweep's parent run
+
+
+def dev_metric(name: str) -> str:
+    return f"{DEV_PREFIX}{name}"
+
+
+def best_metric(name: str) -> str:
+    return f"{BEST_PREFIX}{name}"

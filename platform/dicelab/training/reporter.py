@@ -1,0 +1,81 @@
+"""How the trial loop talks to the outside world (console, MLflow, Ray Tune): the Reporter interface.
+
+The loop calls these hooks in order: on_start, then on_step / on_evaluation as training goes, then exactly
+one on_end (also when the trial fails: `result.outcome` and `result.reason` say why). Reporters never
+raise to stop training except through `should_stop()` (e.g. a scheduler or a user interrupt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dicelab.config import ExperimentConfig
+
+
+@dataclass
+class TrialResult:
+    outcome: str  # dicelab.tracking.conventions.OUTCOMES: completed | early_stopped | failed | non_finite
+    metric: str  # the primary dev metric name, e.g. "f1"
+    final_metrics: dict[str, float] = field(default_factory=dict)  # dev metrics at the last evaluation
+    best_metrics: dict[str, float] = field(default_factory=dict)  # dev metrics of the best evaluation
+    best_step: int | None = None
+    steps: int = 0
+    reason: str | None = None  # one line, for failed / non_finite / early_stopped
+    run_id: str | None = None  # the MLflow run, when tracked
+
+
+@dataclass
+class Evaluation:
+    step: int  # optimizer steps so far
+    epoch: float  # fractional epochs so far
+    metrics: dict[str, float]  # dev metrics without prefix ("f1", "precision", ...), plus "train_loss"
+    is_best: bool
+    # Returns the full training state (model, optimizer, scheduler, rng, progress) for a checkpoint.
+    # The loop can be resumed from it: run_trial(..., resume_state=state).
+    state: Callable[[], dict[str, Any]]
+    eval_result: Any = None  # the task's EvalResult (predictions, per-class report)
+
+
+class Reporter:
+    """Base reporter: every hook is optional."""
+
+    def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        """info: {"train_examples", "dev_examples", "steps_total", "data_fingerprint", "manifest", ...}."""
+
+    def on_step(self, step: int, metrics: dict[str, float]) -> None:
+        """Called every train.log_every_steps: train_loss, learning_rate, train_samples_per_second."""
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        """Called after each evaluation on the dev split."""
+
+    def should_stop(self) -> bool:
+        return False
+
+    def on_end(self, result: TrialResult) -> None:
+        """Called once, last, whatever the outcome."""
+
+
+class MultiReporter(Reporter):
+    def __init__(self, reporters: list[Reporter]):
+        self.reporters = reporters
+
+    def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        for reporter in self.reporters:
+            reporter.on_start(config, info)
+
+    def on_step(self, step: int, metrics: dict[str, float]) -> None:
+        for reporter in self.reporters:
+            reporter.on_step(step, metrics)
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        for reporter in self.reporters:
+            reporter.on_evaluation(evaluation)
+
+    def should_stop(self) -> bool:
+        return any(reporter.should_stop() for reporter in self.reporters)
+
+    def on_end(self, result: TrialResult) -> None:
+        for reporter in self.reporters:
+            reporter.on_end(result)

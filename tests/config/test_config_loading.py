@@ -1,0 +1,116 @@
+"""Config loading: YAML, --set overrides, one-line errors naming the key, flattening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dicelab.config import (
+    ExperimentConfig,
+    apply_overrides,
+    config_from_dict,
+    config_to_yaml,
+    flatten_config,
+    load_config,
+    parse_override,
+    read_yaml,
+)
+from dicelab.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+MINIMAL = """
+name: unit
+loss: {name: tversky, alpha: 0.3, beta: 0.7}
+train: {epochs: 1, seed: 7}
+"""
+
+
+def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, MINIMAL))
+    assert isinstance(config, ExperimentConfig)
+    assert config.loss.name == "tversky"
+    assert config.loss.params == {"alpha": 0.3, "beta": 0.7}
+    assert config.train.epochs == 1
+    assert config.tracking.experiment == "unit"
+    assert config.data.source == "synthetic_pairs"
+
+
+def test_overrides_are_parsed_as_yaml_values(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, MINIMAL),
+        ["train.learning_rate=3e-5", "loss.alpha=0.4", "loss.beta=0.6", "data.labels=[a, b]", "tracking.uri=null"],
+    )
+    assert config.train.learning_rate == pytest.approx(3e-5)
+    assert config.loss.params["alpha"] == 0.4
+    assert config.data.labels == ["a", "b"]
+    assert config.tracking.uri is None
+
+
+def test_parse_override_rejects_missing_equals() -> None:
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_override("train.epochs")
+    assert parse_override("a.b=1") == ("a.b", 1)
+
+
+def test_unknown_key_names_the_key_and_allowed_values(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, MINIMAL), ["train.lr=1e-3"])
+    message = str(error.value)
+    assert "'train.lr'" in message and "learning_rate" in message
+    assert "\n" not in message
+
+
+def test_bad_value_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'train.epochs'"):
+        load_config(write(tmp_path, MINIMAL), ["train.epochs=0"])
+    with pytest.raises(ConfigError, match=r"'train.precision'.*'fp32'"):
+        load_config(write(tmp_path, MINIMAL), ["train.precision=fp8"])
+
+
+def test_unknown_loss_and_bad_loss_param(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'loss.name'.*dsc"):
+        load_config(write(tmp_path, MINIMAL), ["loss.name=hinge"])
+    with pytest.raises(ConfigError, match=r"'loss.alpha'"):
+        load_config(write(tmp_path, MINIMAL), ["loss.alpha=-1"])
+
+
+def test_unknown_registry_names(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'task.name'"):
+        load_config(write(tmp_path, MINIMAL), ["task.name=translation"])
+    with pytest.raises(ConfigError, match=r"'data.source'"):
+        load_config(write(tmp_path, MINIMAL), ["data.source=ftp"])
+
+
+def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_yaml(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"config.yaml:\d+: invalid YAML"):
+        read_yaml(write(tmp_path, "name: [unclosed\n"))
+    with pytest.raises(ConfigError, match="empty"):
+        read_yaml(write(tmp_path, ""))
+    with pytest.raises(ConfigError, match="'name' is required"):
+        config_from_dict({"train": {"epochs": 1}})
+
+
+def test_override_into_a_value_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="is a value"):
+        apply_overrides({"name": "x"}, ["name.sub=1"])
+
+
+def test_flatten_and_round_trip(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, MINIMAL))
+    flat = flatten_config(config)
+    assert flat["loss.name"] == "tversky"
+    assert flat["loss.alpha"] == 0.3
+    assert flat["train.seed"] == 7
+    assert flat["data.variant"] == "original"
+    assert "paper" not in flat and "search" not in flat
+    again = load_config(write(tmp_path, config_to_yaml(config)))
+    assert again == config
