@@ -114,3 +114,23 @@ def test_flatten_and_round_trip(tmp_path: Path) -> None:
     assert "paper" not in flat and "search" not in flat
     again = load_config(write(tmp_path, config_to_yaml(config)))
     assert again == config
+
+
+def test_extends_deep_merges_the_parent(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text(MINIMAL)
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\ntrain: {epochs: 2}\nloss: {alpha: 0.4, beta: 0.6}\n")
+    config = load_config(child)
+    assert config.name == "child"
+    assert config.train.epochs == 2 and config.train.seed == 7
+    assert config.loss.name == "tversky" and config.loss.params == {"alpha": 0.4, "beta": 0.6}
+
+
+def test_extends_cycle_and_bad_value(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\nname: a\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\nname: b\n")
+    with pytest.raises(ConfigError, match="extends itself"):
+        read_yaml(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: [x]\nname: c\n")
+    with pytest.raises(ConfigError, match="'extends' must be a file name"):
+        read_yaml(tmp_path / "c.yaml")

@@ -13,8 +13,33 @@ from dicelab.config.schema import ExperimentConfig
 from dicelab.errors import ConfigError
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a config mapping; `extends: other.yaml` (relative to this file) is loaded first and deep-merged."""
     path = Path(path)
+    data = _read_mapping(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ConfigError(f"{path}: config key 'extends' must be a file name, got {parent!r}")
+    parent_path = (path.parent / parent).resolve()
+    if parent_path in _seen:
+        raise ConfigError(f"{path}: config key 'extends': {parent} extends itself")
+    return deep_merge(read_yaml(parent_path, (*_seen, parent_path)), data)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; any other value in `override` replaces the one in `base`."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as error:

@@ -40,7 +40,8 @@ class DataConfig(Section):
     path: str | None = None  # local directory or file (source: local); relative to the working directory
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad"] = "auto"
     splits: dict[str, str] = Field(default_factory=lambda: {"train": "train", "dev": "dev"})
-    columns: dict[str, str] = Field(default_factory=dict)  # canonical name -> column name in the source
+    # canonical name -> column name in the source, or a 0-based column index (CoNLL, header-less TSV/CSV)
+    columns: dict[str, str | int] = Field(default_factory=dict)
     labels: list[str] | None = None  # the label set; inferred from the training split when omitted
     positive_label: str | None = None  # binary tasks: which label is "positive" (default: "1")
     max_train_examples: int | None = Field(None, ge=1)

@@ -2,10 +2,13 @@
 
 The loop owns optimisation (AdamW, schedule, clipping, accumulation, early stopping, reporting); a task owns
 everything specific to its family: features, model head, how logits meet the loss, decoding and metrics.
+Tasks are stateless and built without arguments (`TASKS.get(config.task.name)()`); what a task needs from the
+config comes in through `encode` and `build_model` (the model keeps its decoding settings).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -22,7 +25,9 @@ from dicelab.data.base import Family, RawDataset
 class EvalResult:
     metrics: dict[str, float]  # e.g. {"f1": .., "precision": .., "recall": ..} (no "dev_" prefix)
     predictions: list[dict[str, Any]] = field(default_factory=list)  # one JSON-able record per example
-    per_class: dict[str, dict[str, float]] = field(default_factory=dict)  # label -> precision/recall/f1/support
+    per_class: dict[str, dict[str, float]] = field(
+        default_factory=dict
+    )  # label -> precision/recall/f1/support
 
 
 class Task(Protocol):
@@ -31,6 +36,10 @@ class Task(Protocol):
 
     def primary_metric(self, label_names: list[str]) -> str:
         """The dev metric to select on when train.metric is "auto" (f1, accuracy, ...)."""
+        ...
+
+    def texts(self, frame: pd.DataFrame) -> Iterable[str]:
+        """The raw texts of a split (sentences, questions, contexts): tiny-bert's WordPiece trains on them."""
         ...
 
     def encode(
@@ -51,7 +60,9 @@ class Task(Protocol):
         """Training-set counts per class (for wce), computed over the positions the loss sees."""
         ...
 
-    def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor], loss_fn: nn.Module) -> torch.Tensor:
+    def training_loss(
+        self, model: nn.Module, batch: dict[str, torch.Tensor], loss_fn: nn.Module
+    ) -> torch.Tensor:
         """Forward pass and scalar loss for one batch."""
         ...
 

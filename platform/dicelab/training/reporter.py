@@ -24,6 +24,10 @@ class TrialResult:
     steps: int = 0
     reason: str | None = None  # one line, for failed / non_finite / early_stopped
     run_id: str | None = None  # the MLflow run, when tracked
+    # The task's EvalResult of the best evaluation (dev predictions, per-class report), and the model weights
+    # at that evaluation (CPU tensors: `task.build_model(...).load_state_dict(best_model_state)`).
+    best_eval_result: Any = field(default=None, repr=False)
+    best_model_state: dict[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -36,6 +40,8 @@ class Evaluation:
     # The loop can be resumed from it: run_trial(..., resume_state=state).
     state: Callable[[], dict[str, Any]]
     eval_result: Any = None  # the task's EvalResult (predictions, per-class report)
+    # Training side since the previous evaluation: train_loss, learning_rate, train_samples_per_second.
+    train_metrics: dict[str, float] = field(default_factory=dict)
 
 
 class Reporter:

@@ -1,0 +1,113 @@
+"""Forward + backward time of every dicelab loss against cross entropy on the same logits, in one run.
+
+    .venv/bin/python benchmarks/losses.py [--min-run-time 0.5]
+
+CPU, float32, one thread. Cases: token tagging N=65,536 positions x C=9 classes (baseline
+`torch.nn.functional.cross_entropy`) and binary N=16,384 (baseline `binary_cross_entropy_with_logits`,
+the cross entropy of sigmoid logits). Goal: every loss <= 3x its baseline. A second table times `dsc` at
+C=18 (the official multi-class settings: level="example", square_denominator=True, class_reduction="sum")
+against the same loss computed the way the official ShannonAI code does it, a Python loop over classes
+with one (N, 1) column at a time; goal: >= 3x faster. Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.benchmark import Timer
+from tqdm import tqdm
+
+from dicelab.losses import LOSSES, build_loss
+
+DSC_OFFICIAL_SETTINGS = {"alpha": 0.5, "smooth": 1.0, "square_denominator": True, "level": "example",
+                         "class_reduction": "sum"}
+
+
+def make_case(n: int, num_classes: int | None, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Imbalanced targets (about 80% class 0) and random logits; num_classes None: binary (N,) logits."""
+    generator = torch.Generator().manual_seed(seed)
+    classes = num_classes or 2
+    target = torch.where(torch.rand(n, generator=generator) < 0.8, 0,
+                         torch.randint(1, classes, (n,), generator=generator))
+    shape = (n,) if num_classes is None else (n, num_classes)
+    return 2.0 * torch.randn(shape, generator=generator), target
+
+
+def loss_params(name: str, target: Tensor, classes: int) -> dict:
+    return {"class_counts": torch.bincount(target, minlength=classes).tolist()} if name == "wce" else {}
+
+
+def seconds(loss_fn: Callable[[Tensor, Tensor], Tensor], logits: Tensor, target: Tensor,
+            min_run_time: float) -> float:
+    """Median time of one forward + backward pass."""
+    logits = logits.detach().clone().requires_grad_(True)
+
+    def step() -> None:
+        logits.grad = None
+        loss_fn(logits, target).backward()
+
+    timer = Timer(stmt="step()", globals={"step": step}, num_threads=1)
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def official_dsc_loop(logits: Tensor, target: Tensor, *, alpha: float, smooth: float) -> Tensor:
+    """The official multi-class path (square denominator): softmax, then one (N, 1) column per class."""
+    probs = torch.softmax(logits, dim=1)
+    one_hot = F.one_hot(target, num_classes=logits.shape[-1]).float()
+    loss = None
+    for index in range(logits.shape[-1]):
+        column, column_target = probs[:, index].view(-1, 1), one_hot[:, index].view(-1, 1)
+        column = ((1 - column) ** alpha) * column
+        intersection = torch.sum(column * column_target, -1)
+        column_loss = 1 - (2 * intersection + smooth) / (
+            torch.sum(torch.square(column), -1) + torch.sum(torch.square(column_target), -1) + smooth)
+        loss = column_loss if loss is None else loss + column_loss
+    return loss.mean()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-run-time", type=float, default=0.5, help="seconds of timing per measurement")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    cases = {"tagging N=65,536 C=9": make_case(65_536, 9), "binary N=16,384": make_case(16_384, None)}
+    rows = []
+    with tqdm(total=len(cases) * (len(LOSSES.names()) + 1), desc="timing losses", leave=False) as progress:
+        for case, (logits, target) in cases.items():
+            binary = logits.dim() == 1
+            baseline_fn = (
+                (lambda x, t: F.binary_cross_entropy_with_logits(x, t.float())) if binary else F.cross_entropy
+            )
+            baseline = seconds(baseline_fn, logits, target, args.min_run_time)
+            progress.update()
+            for name in LOSSES.names():
+                loss = build_loss(name, **loss_params(name, target, 2 if binary else logits.shape[-1]))
+                rows.append((case, name, seconds(loss, logits, target, args.min_run_time), baseline))
+                progress.update()
+
+        logits, target = make_case(65_536, 18)
+        ours = seconds(build_loss("dsc", **DSC_OFFICIAL_SETTINGS), logits, target, args.min_run_time)
+        official = seconds(
+            lambda x, t: official_dsc_loop(x, t, alpha=DSC_OFFICIAL_SETTINGS["alpha"],
+                                           smooth=DSC_OFFICIAL_SETTINGS["smooth"]),
+            logits, target, args.min_run_time,
+        )
+
+    print(f"torch {torch.__version__}, CPU float32, 1 thread, forward + backward, median of timed blocks\n")
+    print("| case | loss | time (ms) | baseline (ms) | loss / baseline (goal <= 3) |")
+    print("|---|---|---:|---:|---:|")
+    for case, name, time, baseline in rows:
+        print(f"| {case} | {name} | {time * 1e3:.2f} | {baseline * 1e3:.2f} | {time / baseline:.2f} |")
+    print("\n| dsc at N=65,536 C=18 | time (ms) |\n|---|---:|")
+    print(f"| official loop over classes | {official * 1e3:.2f} |")
+    print(f"| dicelab, vectorised | {ours * 1e3:.2f} |")
+    print(f"| speed-up (goal >= 3) | {official / ours:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Ablation tables (the paper's Table 8): loss x data variant, mean ± CI over seeds, delta against CE."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dicelab.analysis._design import config_label, swept_params
+from dicelab.analysis._loading import RunSet
+from dicelab.analysis._observations import LOSS, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis._stats import t_interval, welch_interval
+
+BASELINE_LOSS = "ce"
+LOSS_ORDER = ("ce", "wce", "focal", "dice", "tversky", "dsc")  # the paper's order; others follow by name
+VARIANT_ORDER = ("original", "+positive", "+negative", "-negative", "+positive&negative")
+ABLATION_COLUMNS = [
+    "experiment",
+    "task",
+    "metric",
+    "unit",
+    "loss",
+    "variant",
+    "config",
+    "configs",
+    "n",
+    "n_failed",
+    "n_missing",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "delta",
+    "delta_ci_low",
+    "delta_ci_high",
+    "paper",
+    "paper_delta",
+]
+
+
+def ablation_table(runs: RunSet, options: AnalysisOptions | None = None) -> pd.DataFrame:
+    """One row per (experiment, task, metric, loss, variant).
+
+    When a loss's hyperparameters were swept, its cell is the configuration with the best mean (`config`
+    names it, `configs` says how many were compared; chosen on the same dev numbers, so optimistic).
+    `delta` is mean - mean of the CE cell of the same variant, with a Welch t-interval; `paper` and
+    `paper_delta` come from the sweep config's `paper.results`.
+    """
+    options = options or AnalysisOptions()
+    return ablation_from_observations(observations(runs, options), runs, options)
+
+
+def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for (experiment, task, metric), group in obs.groupby(["experiment", TASK, "metric"], sort=True):
+        paper = runs.papers.get(str(experiment))
+        paper = paper if paper is not None and paper.applies_to(str(metric)) else None
+        cells: dict[tuple[str, str], np.ndarray] = {}
+        table_rows = []
+        for loss, loss_rows in group.groupby(LOSS, sort=False):
+            params = swept_params(loss_rows, runs.param_columns)
+            keys = [param.name for param in params]
+            shown = [name for param in params for name in (param.name, *param.followers)]
+            for variant, variant_rows in loss_rows.groupby(VARIANT, sort=False):
+                configs = (
+                    list(variant_rows.groupby(keys, dropna=False, sort=True))
+                    if keys
+                    else [((), variant_rows)]
+                )
+                chosen = max((rows_ for _, rows_ in configs), key=lambda rows_: _mean_or_minus_inf(rows_))
+                values = chosen.loc[chosen["usable"], "value"].to_numpy(dtype=float)
+                cells[(str(loss), str(variant))] = values
+                interval = t_interval(values, options.confidence)
+                n_failed = int((~chosen["outcome"].isin(options.counted_outcomes)).sum())
+                table_rows.append(
+                    {
+                        "experiment": experiment,
+                        "task": task,
+                        "metric": metric,
+                        "unit": chosen["unit"].iloc[0],
+                        "loss": loss,
+                        "variant": variant,
+                        "config": config_label((name, chosen[name].iloc[0]) for name in shown),
+                        "configs": len(configs),
+                        "n": interval.n,
+                        "n_failed": n_failed,
+                        "n_missing": len(chosen) - interval.n - n_failed,
+                        "mean": interval.mean,
+                        "std": interval.std,
+                        "ci_low": interval.low,
+                        "ci_high": interval.high,
+                        "paper": paper.result(str(loss), str(variant)) if paper else math.nan,
+                    }
+                )
+        for row in table_rows:
+            baseline = cells.get((BASELINE_LOSS, str(row["variant"])))
+            delta = (
+                welch_interval(cells[(str(row["loss"]), str(row["variant"]))], baseline, options.confidence)
+                if baseline is not None
+                else (math.nan, math.nan, math.nan)
+            )
+            row["delta"], row["delta_ci_low"], row["delta_ci_high"] = delta
+            row["paper_delta"] = (
+                row["paper"] - paper.result(BASELINE_LOSS, str(row["variant"])) if paper else math.nan
+            )
+        rows.extend(table_rows)
+    table = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
+    order = table.assign(
+        _loss=table["loss"].map(_rank(LOSS_ORDER)), _variant=table["variant"].map(_rank(VARIANT_ORDER))
+    )
+    order = order.sort_values(
+        ["experiment", "task", "metric", "_loss", "loss", "_variant", "variant"], kind="stable"
+    )
+    return order.drop(columns=["_loss", "_variant"]).reset_index(drop=True)
+
+
+def ordered(names: list[str], preferred: tuple[str, ...]) -> list[str]:
+    """`names` in the paper's order first, the rest alphabetically."""
+    rank = _rank(preferred)
+    return sorted(names, key=lambda name: (rank(name), name))
+
+
+def _rank(preferred: tuple[str, ...]):
+    positions = {name: index for index, name in enumerate(preferred)}
+    return lambda name: positions.get(name, len(positions))
+
+
+def _mean_or_minus_inf(rows: pd.DataFrame) -> float:
+    values = rows.loc[rows["usable"], "value"]
+    return float(values.mean()) if len(values) else -math.inf

@@ -1,0 +1,79 @@
+"""What a sweep varied: the swept hyperparameters of a group of trials, and which of them move together."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dicelab.analysis._observations import hyperparameter_columns
+
+
+@dataclass(frozen=True)
+class SweptParam:
+    name: str  # the flattened config key, e.g. "loss.alpha"
+    numeric: bool
+    followers: tuple[str, ...] = ()  # params set one-to-one with this one (loss.beta with loss.alpha)
+    relation: str = ""  # how the followers follow, e.g. "beta = 1 − alpha"
+
+
+def swept_params(frame: pd.DataFrame, param_columns: Sequence[str]) -> list[SweptParam]:
+    """The independent hyperparameters varied within `frame`; each dependent one is folded into its leader.
+
+    A Tversky sweep with beta = 1 - alpha has one swept parameter, loss.alpha, with relation
+    "beta = 1 − alpha", so it is plotted against alpha alone.
+    """
+    leaders: list[SweptParam] = []
+    for column in hyperparameter_columns(frame, list(param_columns)):
+        index = next((i for i, lead in enumerate(leaders) if _moves_with(frame, lead.name, column)), None)
+        if index is None:
+            leaders.append(SweptParam(column, pd.api.types.is_numeric_dtype(frame[column])))
+            continue
+        lead = leaders[index]
+        relation = _relation(frame, lead.name, column)
+        leaders[index] = SweptParam(
+            lead.name,
+            lead.numeric,
+            (*lead.followers, column),
+            f"{lead.relation}; {relation}" if lead.relation else relation,
+        )
+    return leaders
+
+
+def short_name(key: str) -> str:
+    """loss.alpha -> alpha; other sections keep their prefix (train.learning_rate)."""
+    return key.removeprefix("loss.")
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return "n/a" if np.isnan(value) else f"{value:g}"
+    return str(value)
+
+
+def config_label(values: Iterable[tuple[str, Any]]) -> str:
+    """[("loss.alpha", 0.3), ("loss.beta", 0.7)] -> "alpha=0.3, beta=0.7"."""
+    return ", ".join(f"{short_name(key)}={format_value(value)}" for key, value in values)
+
+
+def _moves_with(frame: pd.DataFrame, lead: str, other: str) -> bool:
+    """True when `other` is a one-to-one function of `lead` (and both are logged on the same trials)."""
+    if (frame[lead].isna() != frame[other].isna()).any():
+        return False
+    pairs = frame[[lead, other]].dropna().drop_duplicates()
+    return len(pairs) == pairs[lead].nunique() == pairs[other].nunique()
+
+
+def _relation(frame: pd.DataFrame, lead: str, follower: str) -> str:
+    a, b = short_name(lead), short_name(follower)
+    if pd.api.types.is_numeric_dtype(frame[lead]) and pd.api.types.is_numeric_dtype(frame[follower]):
+        pairs = frame[[lead, follower]].dropna()
+        x, y = pairs[lead].to_numpy(dtype=float), pairs[follower].to_numpy(dtype=float)
+        if np.allclose(y, 1.0 - x):
+            return f"{b} = 1 − {a}"
+        if np.allclose(y, x):
+            return f"{b} = {a}"
+    return f"{b} set with {a}"

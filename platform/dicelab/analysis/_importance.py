@@ -1,0 +1,152 @@
+"""Hyperparameter importance with Optuna's PED-ANOVA and fANOVA evaluators, on a study built from the runs."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator, get_param_importances
+
+from dicelab.analysis._design import swept_params
+from dicelab.analysis._loading import RunSet
+from dicelab.analysis._observations import LOSS, SEED, TASK, VARIANT, AnalysisOptions, observations
+
+MIN_TRIALS = 6  # below this, any importance is noise
+MAX_TRIALS = 3000  # fANOVA's forest grows with the trials; a fixed-seed sample keeps it to seconds
+ALL_LOSSES = "all losses"
+IMPORTANCE_COLUMNS = ["experiment", "task", "metric", "scope", "trials", "evaluator", "param", "importance"]
+
+
+@dataclass
+class Importance:
+    table: pd.DataFrame  # IMPORTANCE_COLUMNS; importances of one (scope, evaluator) sum to 1
+    notes: list[str] = field(default_factory=list)  # scopes skipped, and why
+
+
+def parameter_importance(runs: RunSet, options: AnalysisOptions | None = None) -> Importance:
+    """Importance of each varied param (seed included, as a yardstick for noise) on the usable trials.
+
+    Scopes: all losses of a task together (loss.name, data.variant, seed and params every loss shares),
+    then each loss alone with its own swept hyperparameters.
+    """
+    options = options or AnalysisOptions()
+    return importance_from_observations(observations(runs, options), runs)
+
+
+def importance_from_observations(obs: pd.DataFrame, runs: RunSet) -> Importance:
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for (experiment, task, metric), group in obs.groupby(["experiment", TASK, "metric"], sort=True):
+        for scope, trials, candidates in _scopes(group[group["usable"]], runs):
+            where = f"{experiment} / {task} / {scope}"
+            params = [p for p in candidates if trials[p].notna().all() and trials[p].nunique() > 1]
+            if len(trials) < MIN_TRIALS:
+                notes.append(f"{where}: importance skipped, {len(trials)} usable trials (needs {MIN_TRIALS})")
+                continue
+            if len(params) < 2:
+                varied = params[0] if params else "nothing"
+                notes.append(f"{where}: importance skipped, only {varied} varies")
+                continue
+            if len(trials) > MAX_TRIALS:
+                notes.append(
+                    f"{where}: importance on a random sample of {MAX_TRIALS} of {len(trials)} trials"
+                )
+                trials = trials.sample(MAX_TRIALS, random_state=0)
+            study = _study(trials, params)
+            for name, evaluator in _evaluators(len(trials)):
+                with _quiet_optuna():
+                    scores = get_param_importances(study, evaluator=evaluator, params=params, normalize=True)
+                rows.extend(
+                    {
+                        "experiment": experiment,
+                        "task": task,
+                        "metric": metric,
+                        "scope": scope,
+                        "trials": len(trials),
+                        "evaluator": name,
+                        "param": param,
+                        "importance": float(score),
+                    }
+                    for param, score in scores.items()
+                )
+    return Importance(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), notes)
+
+
+def _scopes(usable: pd.DataFrame, runs: RunSet) -> Iterator[tuple[str, pd.DataFrame, list[str]]]:
+    shared = [
+        LOSS,
+        VARIANT,
+        SEED,
+        *(c for c in runs.param_columns if c in usable and usable[c].notna().all()),
+    ]
+    if usable[LOSS].nunique() > 1:
+        yield ALL_LOSSES, usable, [p.name for p in swept_params(usable, shared)] + [LOSS, VARIANT, SEED]
+    for loss, rows in usable.groupby(LOSS, sort=True):
+        yield str(loss), rows, [VARIANT, SEED, *(p.name for p in swept_params(rows, runs.param_columns))]
+
+
+def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportanceEvaluator]]:
+    # PED-ANOVA contrasts the top quantile with all trials; keep at least 3 trials in the top.
+    quantile = min(0.5, max(0.1, 3 / n_trials))
+    return [
+        ("PED-ANOVA", PedAnovaImportanceEvaluator(target_quantile=quantile)),
+        ("fANOVA", FanovaImportanceEvaluator(seed=0)),
+    ]
+
+
+def _study(trials: pd.DataFrame, params: list[str]) -> optuna.Study:
+    distributions = {param: _distribution(trials[param]) for param in params}
+    with _quiet_optuna():
+        study = optuna.create_study(direction="maximize")
+        study.add_trials(
+            optuna.trial.create_trial(
+                params={param: _param_value(row[param], distributions[param]) for param in params},
+                distributions=distributions,
+                value=float(row["value"]),
+            )
+            for _, row in trials.iterrows()
+        )
+    return study
+
+
+def _distribution(values: pd.Series) -> BaseDistribution:
+    if not pd.api.types.is_numeric_dtype(values):
+        return CategoricalDistribution(sorted(values.astype(str).unique()))
+    low, high = float(values.min()), float(values.max())
+    if np.allclose(values, np.round(values)):
+        return IntDistribution(round(low), round(high))
+    # Learning-rate-like ranges spanning two decades or more are compared on a log scale.
+    return FloatDistribution(low, high, log=low > 0 and high / low >= 100)
+
+
+def _param_value(value: Any, distribution: BaseDistribution) -> Any:
+    if isinstance(distribution, CategoricalDistribution):
+        return str(value)
+    if isinstance(distribution, IntDistribution):
+        return round(float(value))
+    return float(value)
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Silence Optuna's info logs and experimental-feature warnings inside analysis."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)

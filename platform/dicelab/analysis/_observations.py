@@ -1,0 +1,130 @@
+"""Which number each trial contributes (best or final dev metric), and whether it counts in the statistics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from dicelab.analysis._loading import RunSet
+from dicelab.errors import DicelabError, TrackingError
+from dicelab.tracking import conventions as names
+
+TASK = "task.name"
+VARIANT = "data.variant"
+LOSS = "loss.name"
+SEED = "train.seed"
+# Params that only replicate a configuration (different random draws), never a hyperparameter.
+REPLICATE_KEYS = (SEED, "data.variant_options.seed", "data.synthetic.seed")
+# Params that cannot change a result (where files go, logging cadence, thread counts).
+BOOKKEEPING_PREFIXES = ("tracking.",)
+BOOKKEEPING_KEYS = ("data.cache_dir", "train.num_threads", "train.log_every_steps", "train.eval_batch_size")
+MISSING_LABEL = "n/a"  # a group key the runs did not log (e.g. no data.variant param)
+
+_METRIC_LABELS = {"f1": "F1", "macro_f1": "macro F1", "em": "EM", "accuracy": "accuracy"}
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    metric: str | None = None  # dev metric without prefix ("f1"); None: each trial's dicelab.metric tag
+    use: Literal["best", "final"] = "best"  # best_dev_<metric> over evaluations, or the last dev_<metric>
+    include_early_stopped: bool = True  # a stopped trial's best value is still an observation of its config
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.use not in ("best", "final"):
+            raise DicelabError(f"use must be 'best' or 'final', got {self.use!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise DicelabError(f"confidence must be between 0 and 1, got {self.confidence}")
+
+    def column(self, metric: str) -> str:
+        return names.best_metric(metric) if self.use == "best" else names.dev_metric(metric)
+
+    @property
+    def counted_outcomes(self) -> tuple[str, ...]:
+        return (names.COMPLETED, names.EARLY_STOPPED) if self.include_early_stopped else (names.COMPLETED,)
+
+
+def metric_label(metric: str) -> str:
+    return _METRIC_LABELS.get(metric, metric)
+
+
+def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
+    """The trials with `metric`, `value` (scaled to the paper's unit), `unit`, `usable` and `exclusion`.
+
+    A trial is usable when its outcome counts (completed, early_stopped unless excluded) and its value is
+    finite; every other trial keeps its row with `exclusion` saying why (failed, NaN metric, ...).
+    Metrics whose values all lie in [0, 1] are shown in percent, like the paper's tables.
+    """
+    frame = runs.trials.copy()
+    for key in (TASK, VARIANT, LOSS):
+        frame[key] = frame[key].fillna(MISSING_LABEL).astype(str) if key in frame else MISSING_LABEL
+    frame["metric"] = _resolved_metric(frame, options)
+    raw = np.full(len(frame), math.nan)
+    present = np.zeros(len(frame), dtype=bool)
+    for metric, rows in frame.groupby("metric", sort=False).groups.items():
+        column = options.column(str(metric))
+        if column in frame:
+            positions = frame.index.get_indexer(rows)
+            raw[positions] = pd.to_numeric(frame.loc[rows, column], errors="coerce").to_numpy(dtype=float)
+            present[positions] = frame.loc[rows, column].notna().to_numpy()
+    counted = frame["outcome"].isin(options.counted_outcomes).to_numpy()
+    finite = np.isfinite(raw)
+    frame["exclusion"] = np.select(
+        [~counted, ~present, ~finite],
+        [frame["outcome"].astype(str), "metric not logged", "metric is NaN or inf"],
+        default="",
+    )
+    frame["usable"] = counted & finite
+    frame["scale"] = 1.0
+    for _metric, rows in frame.groupby("metric", sort=False).groups.items():
+        values = raw[frame.index.get_indexer(rows)]
+        values = values[np.isfinite(values)]
+        if values.size and values.min() >= 0.0 and values.max() <= 1.0:
+            frame.loc[rows, "scale"] = 100.0
+    frame["value"] = np.where(finite, raw * frame["scale"].to_numpy(), math.nan)
+    frame["unit"] = np.where(frame["scale"] == 100.0, "%", "")
+    return frame
+
+
+def _resolved_metric(frame: pd.DataFrame, options: AnalysisOptions) -> pd.Series:
+    if options.metric:
+        return pd.Series(options.metric, index=frame.index)
+    # Trials that failed before tagging take their task's usual metric (else the sweep's usual one).
+    tagged = frame["metric"]
+    usual = tagged.groupby(frame[TASK]).agg(lambda s: s.mode().iloc[0] if s.notna().any() else None)
+    resolved = tagged.fillna(frame[TASK].map(usual))
+    if tagged.notna().any():
+        resolved = resolved.fillna(tagged.mode().iloc[0])
+    elif len(frame):
+        raise TrackingError(
+            f"no trial has a {names.PRIMARY_METRIC} tag to say which metric it selected on; "
+            "pass --metric (e.g. --metric f1)"
+        )
+    return resolved.astype(str)
+
+
+def value_label(metric: str, unit: str, options: AnalysisOptions) -> str:
+    """Axis and column label, e.g. "best dev F1 (%)"."""
+    which = "best dev" if options.use == "best" else "final dev"
+    return f"{which} {metric_label(metric)}" + (f" ({unit})" if unit else "")
+
+
+def hyperparameter_columns(frame: pd.DataFrame, param_columns: list[str]) -> list[str]:
+    """Params that vary within `frame` and are neither group keys, replicates nor bookkeeping.
+
+    The loss's own params come first (loss.alpha before train.learning_rate).
+    """
+    skip = {TASK, VARIANT, LOSS, *REPLICATE_KEYS, *BOOKKEEPING_KEYS}
+    varying = [
+        column
+        for column in param_columns
+        if column in frame
+        and column not in skip
+        and not column.startswith(BOOKKEEPING_PREFIXES)
+        and frame[column].nunique(dropna=True) > 1
+    ]
+    return sorted(varying, key=lambda column: (not column.startswith("loss."), column))

@@ -1,0 +1,246 @@
+"""The report's figures. Plain matplotlib `Figure` objects rendered by Agg: no pyplot state, no display."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from dicelab.analysis._design import format_value, short_name
+
+WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
+PAPER_LABEL = "paper (Li et al., 2020)"
+_COLORS = [f"C{i}" for i in range(10)]
+
+
+def save_figure(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def sensitivity_figure(
+    curves: pd.DataFrame, points: pd.DataFrame, *, param: str, relation: str, y_label: str, title: str
+) -> Figure:
+    """Mean over seeds per value (line), 95% band, each seed (dots), optimum (star) and the paper (X).
+
+    `curves` holds one figure's rows of `sensitivity_curves`; `points` its usable trials (`line`, x, value).
+    """
+    figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    numeric = pd.api.types.is_numeric_dtype(curves["x"])
+    categories = [] if numeric else sorted(curves["x"].astype(str).unique())
+
+    def position(values: pd.Series) -> np.ndarray:
+        if numeric:
+            return values.to_numpy(dtype=float)
+        return np.array([categories.index(str(value)) for value in values], dtype=float)
+
+    span = np.ptp(position(curves["x"])) or 1.0
+    handles: list[Line2D] = []
+    for index, (line, rows) in enumerate(curves.groupby("line", sort=False)):
+        color = _COLORS[index % len(_COLORS)]
+        rows = rows.sort_values("x")
+        x = position(rows["x"])
+        (handle,) = axes.plot(x, rows["mean"], marker="o", color=color, linewidth=2, label=line, zorder=3)
+        handles.append(handle)
+        band = np.isfinite(rows["ci_low"].to_numpy(dtype=float))
+        axes.fill_between(
+            x, rows["ci_low"], rows["ci_high"], where=band, color=color, alpha=0.18, linewidth=0
+        )
+        seeds = points[points["line"] == line]
+        if len(seeds):
+            axes.scatter(
+                position(seeds["x"]) + _jitter(seeds, span),
+                seeds["value"],
+                s=16,
+                color=color,
+                alpha=0.55,
+                edgecolors="none",
+                zorder=2,
+            )
+        best = rows[rows["is_optimum"]]
+        if len(best):
+            bx, by = position(best["x"])[0], float(best["mean"].iloc[0])
+            axes.scatter([bx], [by], marker="*", s=260, color=color, edgecolors="black", zorder=4)
+            axes.annotate(
+                f"{format_value(best['x'].iloc[0])}: {by:.2f}",
+                (bx, by),
+                xytext=(6, 8),
+                textcoords="offset points",
+                fontsize=9,
+                color=color,
+            )
+    paper = curves.dropna(subset=["paper"]).drop_duplicates(subset=["x"])
+    extras = [
+        Line2D([], [], marker="o", linestyle="", color="0.4", alpha=0.55, markersize=4, label="one seed"),
+        Line2D(
+            [],
+            [],
+            marker="*",
+            linestyle="",
+            color="0.6",
+            markeredgecolor="black",
+            markersize=13,
+            label="optimum (best mean)",
+        ),
+    ]
+    if len(paper):
+        axes.scatter(position(paper["x"]), paper["paper"], marker="X", s=70, color="black", zorder=5)
+        extras.append(
+            Line2D([], [], marker="X", linestyle="", color="black", markersize=8, label=PAPER_LABEL)
+        )
+    if numeric:
+        values = curves["x"].to_numpy(dtype=float)
+        if values.min() > 0 and values.max() / values.min() >= 100:
+            axes.set_xscale("log")
+        axes.set_xticks(sorted(set(values)), [format_value(v) for v in sorted(set(values))])
+    else:
+        axes.set_xticks(range(len(categories)), categories)
+    axes.set_xlabel(param + (f"   ({relation})" if relation else ""))
+    axes.set_ylabel(y_label)
+    axes.set_title(title, loc="left", fontsize=11)
+    axes.grid(alpha=0.3)
+    figure.legend(handles=[*handles, *extras], loc="outside right upper", fontsize=9, frameon=False)
+    return figure
+
+
+def training_curves_figure(curves: pd.DataFrame, *, y_label: str, title: str) -> Figure:
+    """Dev metric against optimizer step, one line per configuration (mean over seeds at each step).
+
+    `curves` has columns config, step, mean, n.
+    """
+    figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    for index, (config, rows) in enumerate(curves.groupby("config", sort=False)):
+        seeds = int(rows["n"].max())
+        label = f"{config} ({seeds} seed{'s' if seeds != 1 else ''})"
+        axes.plot(rows["step"], rows["mean"], marker=".", color=_COLORS[index % len(_COLORS)], label=label)
+    axes.set_xlabel("optimizer step")
+    axes.set_ylabel(y_label)
+    axes.set_title(title, loc="left", fontsize=11)
+    axes.grid(alpha=0.3)
+    figure.legend(loc="outside right upper", fontsize=9, frameon=False)
+    return figure
+
+
+def parallel_coordinates_figure(
+    trials: pd.DataFrame, axes_names: Sequence[str], *, value_label: str, title: str
+) -> Figure:
+    """One polyline per trial across the varied params, coloured by the metric (last axis)."""
+    figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    columns = [*axes_names, "value"]
+    scaled = np.column_stack([_unit_scale(trials[column]) for column in columns])
+    values = trials["value"].to_numpy(dtype=float)
+    norm = Normalize(np.nanmin(values), np.nanmax(values))
+    xs = np.arange(len(columns), dtype=float)
+    segments = [np.column_stack([xs, row]) for row in scaled]
+    lines = LineCollection(segments, array=values, cmap="viridis", norm=norm, linewidths=1.2, alpha=0.75)
+    axes.add_collection(lines)
+    for x, column in zip(xs, columns, strict=True):
+        axes.axvline(x, color="0.3", linewidth=0.8)
+        for y, text in _axis_ticks(trials[column]):
+            axes.text(
+                x + 0.03,
+                y,
+                text,
+                fontsize=8,
+                va="center",
+                ha="left",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5},
+            )
+    axes.set_xlim(-0.1, len(columns) - 0.6)
+    axes.set_ylim(-0.18, 1.06)
+    axes.set_xticks(xs, [short_name(c) for c in axes_names] + [value_label], fontsize=9)
+    axes.set_yticks([])
+    for side in ("left", "right", "top"):
+        axes.spines[side].set_visible(False)
+    axes.set_title(title, loc="left", fontsize=11)
+    figure.colorbar(lines, ax=axes, label=value_label, pad=0.02)
+    return figure
+
+
+def importance_figure(table: pd.DataFrame, *, title: str) -> Figure:
+    """Horizontal bars per param, PED-ANOVA and fANOVA side by side, one panel per scope."""
+    scopes = list(dict.fromkeys(table["scope"]))
+    sizes = [table.loc[table["scope"] == scope, "param"].nunique() for scope in scopes]
+    height = 1.0 + sum(0.9 + 0.45 * size for size in sizes)
+    figure = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+    panels = figure.subplots(len(scopes), 1, squeeze=False, height_ratios=[0.9 + 0.45 * s for s in sizes])
+    evaluators = list(dict.fromkeys(table["evaluator"]))
+    for panel, scope in zip(panels[:, 0], scopes, strict=True):
+        rows = table[table["scope"] == scope]
+        params = list(
+            rows.groupby("param")["importance"].mean().sort_values(ascending=True).index
+        )  # largest on top
+        y = np.arange(len(params), dtype=float)
+        height_bar = 0.8 / len(evaluators)
+        for index, evaluator in enumerate(evaluators):
+            scores = rows[rows["evaluator"] == evaluator].set_index("param")["importance"].reindex(params)
+            panel.barh(
+                y + (index - (len(evaluators) - 1) / 2) * height_bar,
+                scores,
+                height=height_bar,
+                color=_COLORS[index],
+                label=evaluator,
+            )
+        panel.set_yticks(y, params, fontsize=9)
+        panel.set_xlim(0, 1)
+        panel.set_title(f"{scope} ({int(rows['trials'].iloc[0])} trials)", loc="left", fontsize=10)
+        panel.grid(axis="x", alpha=0.3)
+    panels[-1, 0].set_xlabel("importance (normalized: each evaluator's scores sum to 1)")
+    figure.suptitle(title, x=0.01, ha="left", fontsize=11)
+    figure.legend(
+        *panels[0, 0].get_legend_handles_labels(), loc="outside right upper", fontsize=9, frameon=False
+    )
+    return figure
+
+
+def _jitter(points: pd.DataFrame, span: float) -> np.ndarray:
+    """Spread the seeds of one x value sideways (by rank, deterministic) so that equal values stay visible."""
+    rank = points.groupby("x").cumcount().to_numpy(dtype=float)
+    count = points.groupby("x")["x"].transform("size").to_numpy(dtype=float)
+    return (rank - (count - 1) / 2) * span * 0.008
+
+
+def _unit_scale(values: pd.Series) -> np.ndarray:
+    """Numbers to [0, 1] by min-max, categories to evenly spaced positions, missing values to -0.1."""
+    if pd.api.types.is_numeric_dtype(values):
+        array = values.to_numpy(dtype=float)
+        low, high = np.nanmin(array), np.nanmax(array)
+        scaled = (array - low) / (high - low) if high > low else np.full_like(array, 0.5)
+    else:
+        categories = sorted(values.dropna().astype(str).unique())
+        spacing = 1 / (len(categories) - 1) if len(categories) > 1 else 0.0
+        lookup = {name: (index * spacing if spacing else 0.5) for index, name in enumerate(categories)}
+        scaled = values.map(lambda v: lookup.get(str(v), np.nan) if pd.notna(v) else np.nan).to_numpy(
+            dtype=float
+        )
+    return np.where(np.isnan(scaled), -0.1, scaled)
+
+
+def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
+    ticks: list[tuple[float, str]] = []
+    if pd.api.types.is_numeric_dtype(values):
+        array = values.dropna().to_numpy(dtype=float)
+        if array.size:
+            low, high = array.min(), array.max()
+            ticks = (
+                [(0.5, format_value(low))]
+                if high == low
+                else [(0.0, format_value(low)), (1.0, format_value(high))]
+            )
+    else:
+        categories = sorted(values.dropna().astype(str).unique())
+        spacing = 1 / (len(categories) - 1) if len(categories) > 1 else 0.0
+        ticks = [(index * spacing if spacing else 0.5, name) for index, name in enumerate(categories)]
+    if values.isna().any():
+        ticks.append((-0.1, "n/a"))
+    return ticks

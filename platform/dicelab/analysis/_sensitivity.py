@@ -1,0 +1,160 @@
+"""Sensitivity curves: the metric against each swept hyperparameter, mean over seeds with a t-interval."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from dicelab.analysis._design import SweptParam, config_label, swept_params
+from dicelab.analysis._loading import RunSet
+from dicelab.analysis._observations import LOSS, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis._paper import PaperNumbers
+from dicelab.analysis._stats import t_interval
+
+# Another swept param with at most this many values splits the curves into lines; one with more values
+# (a random search over it) is averaged over, and the curve says so in `averaged_over`.
+MAX_LINE_VALUES = 6
+CURVE_COLUMNS = [
+    "experiment",
+    "task",
+    "metric",
+    "unit",
+    "loss",
+    "param",
+    "relation",
+    "line",
+    "variant",
+    "conditions",
+    "averaged_over",
+    "x",
+    "n",
+    "n_failed",
+    "n_missing",
+    "mean",
+    "std",
+    "ci_low",
+    "ci_high",
+    "is_optimum",
+    "paper",
+]
+
+
+@dataclass(frozen=True)
+class CurveLine:
+    """One line of a sensitivity figure: the trials of one experiment x variant x other-param setting."""
+
+    task: str
+    metric: str
+    loss: str
+    param: SweptParam
+    averaged_over: str  # other swept params pooled into this line (too many values to split on)
+    experiment: str
+    variant: str
+    conditions: str  # the other swept params' values that define this line, e.g. "learning_rate=2e-05"
+    label: str
+    trials: pd.DataFrame  # observations with a value of `param`
+
+    @property
+    def figure(self) -> tuple[str, str, str, str]:
+        return self.task, self.metric, self.loss, self.param.name
+
+
+def sensitivity_curves(runs: RunSet, options: AnalysisOptions | None = None) -> pd.DataFrame:
+    """One row per (curve, hyperparameter value): n, mean, std, ci_low/ci_high, is_optimum, paper.
+
+    A curve is a (task, metric, loss, swept param) figure's line: one per experiment x data variant x
+    value of any other swept param with few values. `n` counts the usable seeds; failed trials and
+    missing / NaN metrics are counted in `n_failed` and `n_missing`, never averaged in.
+    """
+    options = options or AnalysisOptions()
+    obs = observations(runs, options)
+    return curves_from_lines(curve_lines(obs, runs), runs, options)
+
+
+def curve_lines(obs: pd.DataFrame, runs: RunSet) -> Iterator[CurveLine]:
+    several_experiments = obs["experiment"].nunique() > 1
+    for (task, metric, loss), group in obs.groupby([TASK, "metric", LOSS], sort=True):
+        params = swept_params(group, runs.param_columns)
+        for param in params:
+            others = [other.name for other in params if other is not param]
+            splits = [name for name in others if group[name].nunique() <= MAX_LINE_VALUES]
+            averaged = ", ".join(name for name in others if name not in splits)
+            for line_values, line in group.groupby(["experiment", VARIANT, *splits], sort=True, dropna=False):
+                experiment, variant, *split_values = line_values
+                conditions = config_label(zip(splits, split_values, strict=True))
+                label = " · ".join(
+                    part for part in (experiment if several_experiments else "", variant, conditions) if part
+                )
+                yield CurveLine(
+                    str(task),
+                    str(metric),
+                    str(loss),
+                    param,
+                    averaged,
+                    str(experiment),
+                    str(variant),
+                    conditions,
+                    label,
+                    line[line[param.name].notna()],
+                )
+
+
+def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
+    lines = list(lines)
+    variants: dict[tuple[str, str, str], set[str]] = {}
+    for line in lines:
+        variants.setdefault((line.experiment, line.task, line.loss), set()).add(line.variant)
+    rows: list[dict[str, Any]] = []
+    for line in lines:
+        paper = _paper_for_line(runs, line, variants[(line.experiment, line.task, line.loss)])
+        for x, cell in line.trials.groupby(line.param.name, sort=True):
+            interval = t_interval(cell.loc[cell["usable"], "value"], options.confidence)
+            n_failed = int((~cell["outcome"].isin(options.counted_outcomes)).sum())
+            rows.append(
+                {
+                    "experiment": line.experiment,
+                    "task": line.task,
+                    "metric": line.metric,
+                    "unit": cell["unit"].iloc[0],
+                    "loss": line.loss,
+                    "param": line.param.name,
+                    "relation": line.param.relation,
+                    "line": line.label,
+                    "variant": line.variant,
+                    "conditions": line.conditions,
+                    "averaged_over": line.averaged_over,
+                    "x": x,
+                    "n": interval.n,
+                    "n_failed": n_failed,
+                    "n_missing": len(cell) - interval.n - n_failed,
+                    "mean": interval.mean,
+                    "std": interval.std,
+                    "ci_low": interval.low,
+                    "ci_high": interval.high,
+                    "is_optimum": False,
+                    "paper": paper.sensitivity_at(line.loss, float(x)) if paper else math.nan,
+                }
+            )
+    curves = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    if not curves.empty:
+        line_keys = ["task", "metric", "loss", "param", "line"]
+        best = curves.dropna(subset=["mean"]).groupby(line_keys, sort=False)["mean"].idxmax()
+        curves.loc[best.to_numpy(), "is_optimum"] = True
+    return curves
+
+
+def _paper_for_line(runs: RunSet, line: CurveLine, variants: set[str]) -> PaperNumbers | None:
+    """The paper's sensitivity numbers apply to a line for a loss with one numeric swept hyperparameter,
+    on the original data (or the experiment's only variant), when the paper's metric is this metric."""
+    paper = runs.papers.get(line.experiment)
+    if paper is None or not paper.applies_to(line.metric) or line.loss not in paper.sensitivity:
+        return None
+    if not line.param.numeric or line.averaged_over or line.conditions:
+        return None
+    if line.variant != "original" and len(variants) > 1:
+        return None
+    return paper

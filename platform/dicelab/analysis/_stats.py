@@ -1,0 +1,61 @@
+"""Seed-to-seed statistics: Student-t confidence intervals of a mean and of a difference of means."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of the finite values with a two-sided t-interval; NaN bounds when n < 2 (no spread to show)."""
+
+    n: int  # finite values used
+    n_nan: int  # NaN values seen and left out of the mean
+    mean: float
+    std: float  # sample standard deviation (ddof=1)
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+
+def t_interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
+    array = np.asarray(list(values), dtype=float)
+    finite = array[np.isfinite(array)]
+    n, n_nan = int(finite.size), int(array.size - finite.size)
+    if n == 0:
+        return Interval(0, n_nan, math.nan, math.nan, math.nan, math.nan)
+    mean = float(finite.mean())
+    if n == 1:
+        return Interval(1, n_nan, mean, math.nan, math.nan, math.nan)
+    std = float(finite.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=n - 1)) * std / math.sqrt(n)
+    return Interval(n, n_nan, mean, std, mean - half, mean + half)
+
+
+def welch_interval(
+    values: Iterable[float], baseline: Iterable[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """mean(values) - mean(baseline) with Welch's t-interval (unequal variances); NaN bounds if n < 2."""
+    a = np.asarray(list(values), dtype=float)
+    b = np.asarray(list(baseline), dtype=float)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan, math.nan
+    diff = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return diff, math.nan, math.nan
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0.0:  # identical values within each group: the difference is exact
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=df)) * se
+    return diff, diff - half, diff + half

@@ -1,0 +1,53 @@
+"""Connecting to the MLflow store the sweeps wrote to, and finding experiments in it by name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mlflow.entities import Experiment, ViewType
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from dicelab.errors import TrackingError
+
+SQLITE_PREFIX = "sqlite:///"
+
+
+def default_tracking_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else the project's local store `sqlite:///<cwd>/.dicelab/mlflow.db`."""
+    from_env = os.environ.get("MLFLOW_TRACKING_URI")
+    if from_env:
+        return from_env
+    return f"{SQLITE_PREFIX}{Path.cwd().resolve() / '.dicelab' / 'mlflow.db'}"
+
+
+def open_client(tracking_uri: str | None) -> tuple[MlflowClient, str]:
+    """A client on `tracking_uri` (default: `default_tracking_uri()`); never creates an empty store."""
+    uri = tracking_uri or default_tracking_uri()
+    if uri.startswith(SQLITE_PREFIX):
+        # Opening a missing SQLite file would silently create an empty store: say what is wrong instead.
+        path = Path(uri[len(SQLITE_PREFIX) :])
+        if not path.is_file():
+            raise TrackingError(f"no MLflow store at {path} (run a sweep first, or pass --tracking-uri)")
+    return MlflowClient(tracking_uri=uri), uri
+
+
+def find_experiment(client: MlflowClient, name: str) -> Experiment:
+    """The active experiment called `name`; a TrackingError listing the available names otherwise."""
+    try:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is not None and experiment.lifecycle_stage == "active":
+            return experiment
+        available = sorted(e.name for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY))
+    except MlflowException as error:
+        raise TrackingError(
+            f"cannot read the MLflow store {client.tracking_uri}: {_first_line(error)}"
+        ) from None
+    listing = ", ".join(available) if available else "none"
+    raise TrackingError(f"no experiment {name!r} in {client.tracking_uri} (available: {listing})")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,74 @@
+"""`dicelab analyze`: read a sweep's runs from MLflow and write the report (curves, tables, importance)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+from rich.console import Console
+
+from dicelab.analysis._loading import load_runs
+from dicelab.analysis._observations import AnalysisOptions
+from dicelab.analysis._report import build_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experiment", required=True, metavar="NAME", help="the sweep's MLflow experiment")
+    parser.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/.dicelab/mlflow.db)",
+    )
+    parser.add_argument("--out", metavar="DIR", help="report folder (default: .dicelab/reports/<experiment>)")
+    parser.add_argument(
+        "--compare", nargs="+", default=[], metavar="NAME", help="more experiments to show beside it"
+    )
+    parser.add_argument(
+        "--sweep-id",
+        action="append",
+        dest="sweep_ids",
+        metavar="ID",
+        help="only the trials of this sweep invocation (repeatable; default: all of them)",
+    )
+    parser.add_argument(
+        "--metric", help="dev metric to analyze, e.g. f1 (default: the metric each trial selected on)"
+    )
+    parser.add_argument(
+        "--use",
+        choices=["best", "final"],
+        default="best",
+        help="a trial's best dev value over its evaluations (default), or its last one",
+    )
+    parser.add_argument(
+        "--exclude-early-stopped", action="store_true", help="count only trials that ran to the end"
+    )
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    parser.add_argument(
+        "--no-log", action="store_true", help="do not log the report to the sweep's MLflow run"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = AnalysisOptions(
+        metric=args.metric,
+        use=args.use,
+        include_early_stopped=not args.exclude_early_stopped,
+        confidence=args.confidence,
+    )
+    console = Console(stderr=True)
+    interactive = console.is_terminal
+    runs = load_runs(
+        [args.experiment, *args.compare], args.tracking_uri, sweep_ids=args.sweep_ids, progress=interactive
+    )
+    with console.status("writing the report", spinner="dots") if interactive else contextlib.nullcontext():
+        report = build_report(runs, args.out, options, log_to_mlflow=not args.no_log, progress=interactive)
+    outcomes = runs.trials["outcome"].value_counts()
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "no trials"
+    print(f"{', '.join(runs.experiments)}: {len(runs.trials)} trials ({counts})")
+    for note in report.notes:
+        print(f"  note: {note.replace('`', '')}")
+    print(f"report: {report.html}")
+    print(f"        {report.markdown}")
+    if report.logged_run_id:
+        print(f"logged to MLflow run {report.logged_run_id} under report/ ({runs.tracking_uri})")
+    return 0

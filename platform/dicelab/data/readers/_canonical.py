@@ -1,0 +1,218 @@
+"""Map a table read from any source (file or hub) onto the canonical columns of its family.
+
+Columns are found through the `columns` option (canonical name -> source column name or 0-based index),
+else through the usual names of well-known datasets (GLUE, MRPC, QQP, SST, CoNLL, SQuAD), compared
+case-insensitively.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dicelab.data.base import CANONICAL_COLUMNS, Family
+from dicelab.data.iob import TagError, to_iob2
+from dicelab.data.provenance import Unit, origin_of, set_origin, where
+from dicelab.errors import ConfigError, DataError
+
+ColumnKey = str | int
+
+# canonical name -> usual source names, most specific first
+KNOWN_COLUMNS: dict[Family, dict[str, tuple[str, ...]]] = {
+    "pairs": {
+        "text_a": ("text_a", "sentence1", "question1", "#1 string", "premise", "sentence", "text"),
+        "text_b": ("text_b", "sentence2", "question2", "#2 string", "hypothesis"),
+        "label": ("label", "is_duplicate", "quality", "gold_label"),
+    },
+    "tagging": {
+        "tokens": ("tokens", "words"),
+        "tags": ("tags", "ner_tags", "labels"),
+    },
+    "spans": {
+        "id": ("id", "qid"),
+        "question": ("question",),
+        "context": ("context",),
+        "answers": ("answers",),
+        "answer_texts": ("answer_texts",),
+        "answer_starts": ("answer_starts",),
+    },
+}
+OPTIONAL_COLUMNS = {"text_b", "id", "answers", "answer_texts", "answer_starts"}
+
+
+def to_canonical(
+    table: pd.DataFrame,
+    family: Family,
+    columns: Mapping[str, ColumnKey] | None,
+    origin: str,
+    unit: Unit,
+) -> pd.DataFrame:
+    """Canonical frame of `table` (whose index holds each row's location), with its origin recorded."""
+    set_origin(table, origin, unit)
+    found = resolve_columns(table, family, columns or {})
+    convert = {"pairs": _pairs, "tagging": _tagging, "spans": _spans}[family]
+    frame = convert(table, found)
+    return set_origin(frame, origin, unit)
+
+
+def resolve_columns(
+    table: pd.DataFrame, family: Family, columns: Mapping[str, ColumnKey]
+) -> dict[str, ColumnKey | None]:
+    known = KNOWN_COLUMNS[family]
+    unknown = sorted(set(columns) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"config key 'data.columns': unknown column {unknown[0]!r} for {family} data "
+            f"(allowed: {', '.join(known)})"
+        )
+    by_name = {str(name).strip().lower(): name for name in table.columns if isinstance(name, str)}
+    found: dict[str, ColumnKey | None] = {}
+    for key, candidates in known.items():
+        if key in columns:
+            found[key] = _lookup(table, by_name, columns[key])
+            if found[key] is None:
+                raise DataError(f"{origin_of(table)}: missing column {columns[key]!r} (found: {_names(table)})")
+            continue
+        found[key] = next((by_name[name] for name in candidates if name in by_name), None)
+        if found[key] is None and key not in OPTIONAL_COLUMNS:
+            raise DataError(f"{origin_of(table)}: missing column {key!r} (found: {_names(table)})")
+    if family == "spans" and found["answers"] is None and None in (found["answer_texts"], found["answer_starts"]):
+        raise DataError(f"{origin_of(table)}: missing column 'answers' (found: {_names(table)})")
+    return found
+
+
+def _lookup(table: pd.DataFrame, by_name: dict[str, Any], key: ColumnKey) -> ColumnKey | None:
+    if isinstance(key, str) and key.strip().lower() in by_name:
+        return by_name[key.strip().lower()]
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        index = int(key)
+        return index if index in table.columns else None
+    return None
+
+
+def _names(table: pd.DataFrame) -> str:
+    return ", ".join(str(name) for name in table.columns) or "no columns"
+
+
+def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
+    labels = []
+    for location, value in zip(table.index, table[found["label"]], strict=True):
+        label = _label(value)
+        if label is None:
+            raise DataError(f"{where(table, location)}: missing label")
+        labels.append(label)
+    text_b = found["text_b"]
+    return pd.DataFrame(
+        {
+            "text_a": [_text(value) for value in table[found["text_a"]]],
+            "text_b": [_text(value) for value in table[text_b]] if text_b is not None else None,
+            "label": labels,
+        },
+        index=table.index,
+        columns=list(CANONICAL_COLUMNS["pairs"]),
+    )
+
+
+def _tagging(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
+    rows: dict[Any, tuple[list[str], list[str]]] = {}
+    for location, tokens, tags in zip(table.index, table[found["tokens"]], table[found["tags"]], strict=True):
+        tokens, tags = _strings(table, location, "tokens", tokens), _strings(table, location, "tags", tags)
+        if len(tokens) != len(tags):
+            raise DataError(f"{where(table, location)}: {len(tokens)} tokens but {len(tags)} tags")
+        if not tokens:
+            continue  # an empty sentence has nothing to tag
+        try:
+            rows[location] = (tokens, to_iob2(tags))
+        except TagError as error:
+            raise DataError(f"{where(table, location, error.position)}: {error}") from None
+    return pd.DataFrame(
+        {"tokens": [row[0] for row in rows.values()], "tags": [row[1] for row in rows.values()]},
+        index=pd.Index(list(rows), dtype=table.index.dtype),
+        columns=list(CANONICAL_COLUMNS["tagging"]),
+    )
+
+
+def _spans(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
+    def column(key: str) -> Any:
+        name = found[key]
+        return table[name] if name is not None else [None] * len(table)
+
+    records = []
+    rows = zip(
+        table.index, column("id"), column("question"), column("context"),
+        column("answers"), column("answer_texts"), column("answer_starts"), strict=True,
+    )  # fmt: skip
+    for number, (location, raw_id, question, context, answers, answer_texts, answer_starts) in enumerate(rows, 1):
+        question_id = str(number) if found["id"] is None else _text(raw_id)
+        context = _text(context)
+        if found["answers"] is not None:
+            texts, starts = _answers(table, location, answers)
+        else:
+            texts = _strings(table, location, "answer_texts", answer_texts)
+            starts = _ints(table, location, "answer_starts", answer_starts)
+        if len(texts) != len(starts):
+            raise DataError(f"{where(table, location)}: {len(texts)} answer texts but {len(starts)} starts")
+        for text, start in zip(texts, starts, strict=True):
+            if start < 0 or context[start : start + len(text)] != text:
+                raise DataError(
+                    f"{origin_of(table)}: question {question_id!r}: answer {text!r} is not at offset "
+                    f"{start} of its context (found {context[start : start + len(text)]!r})"
+                )
+        records.append((question_id, _text(question), context, texts, starts))
+    return pd.DataFrame(records, index=table.index, columns=list(CANONICAL_COLUMNS["spans"]))
+
+
+def _answers(table: pd.DataFrame, location: Any, value: Any) -> tuple[list[str], list[int]]:
+    """SQuAD answers either as the hub's {"text": [...], "answer_start": [...]} or a list of such dicts."""
+    if isinstance(value, Mapping):
+        return (
+            _strings(table, location, "answers.text", value.get("text", [])),
+            _ints(table, location, "answers.answer_start", value.get("answer_start", [])),
+        )
+    if _is_sequence(value) and all(isinstance(answer, Mapping) for answer in value):
+        try:
+            return [str(answer["text"]) for answer in value], [int(answer["answer_start"]) for answer in value]
+        except (KeyError, TypeError, ValueError):
+            pass
+    raise DataError(f"{where(table, location)}: answers must be {{text: [...], answer_start: [...]}}")
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, list | tuple | np.ndarray)
+
+
+def _strings(table: pd.DataFrame, location: Any, name: str, value: Any) -> list[str]:
+    if not _is_sequence(value):
+        raise DataError(f"{where(table, location)}: {name} must be a list, got {type(value).__name__}")
+    return [str(item) for item in value]
+
+
+def _ints(table: pd.DataFrame, location: Any, name: str, value: Any) -> list[int]:
+    if not _is_sequence(value):
+        raise DataError(f"{where(table, location)}: {name} must be a list, got {type(value).__name__}")
+    try:
+        return [int(item) for item in value]
+    except (TypeError, ValueError):
+        raise DataError(f"{where(table, location)}: {name} must be integers") from None
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def _text(value: Any) -> str:
+    return "" if _missing(value) else str(value)
+
+
+def _label(value: Any) -> str | None:
+    """Labels are strings; 1, 1.0 and "1" are the same label."""
+    if _missing(value):
+        return None
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        value = int(value)
+    text = str(value).strip()
+    return text or None

@@ -1,0 +1,29 @@
+"""The six training losses of the paper, as pure functions (`dicelab.losses.functional`), modules and a registry.
+
+    loss = build_loss("dsc", alpha=0.5, level="batch")
+    loss(logits, target)  # logits (N,) / (N, 1) binary, (N, C) or (B, L, C) softmax; a scalar tensor
+
+Registered names: ce, wce, focal, dice, tversky, dsc (`LOSSES`). Adding a loss is one module whose class
+extends `Loss` and is decorated with `@LOSSES.register(name)`, plus its import here.
+"""
+
+from dicelab.losses import functional
+from dicelab.losses._base import LOSSES, Loss, build_loss, validate_loss_params
+from dicelab.losses._cross_entropy import CrossEntropyLoss, WeightedCrossEntropyLoss, wce_class_weights
+from dicelab.losses._dice import DiceLoss, SelfAdjustingDiceLoss, TverskyLoss
+from dicelab.losses._focal import FocalLoss
+
+__all__ = [
+    "LOSSES",
+    "CrossEntropyLoss",
+    "DiceLoss",
+    "FocalLoss",
+    "Loss",
+    "SelfAdjustingDiceLoss",
+    "TverskyLoss",
+    "WeightedCrossEntropyLoss",
+    "build_loss",
+    "functional",
+    "validate_loss_params",
+    "wce_class_weights",
+]

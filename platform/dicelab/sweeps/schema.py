@@ -1,0 +1,115 @@
+"""The `search:` section of a sweep config (typed; unknown keys are errors, like the rest of the config)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Algorithm = Literal["grid", "random", "optuna"]
+DIMENSION_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Dimension(_Strict):
+    """One swept key: exactly one of `grid: [..]`, `choice: [..]`, `uniform: [lo, hi]`,
+    `loguniform: [lo, hi]` or `int: [lo, hi]` (both bounds inclusive)."""
+
+    grid: list[Any] | None = Field(None, min_length=1)
+    choice: list[Any] | None = Field(None, min_length=1)
+    uniform: tuple[float, float] | None = None
+    loguniform: tuple[float, float] | None = None
+    int_range: tuple[int, int] | None = Field(None, alias="int")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Dimension:
+        given = [kind for kind in DIMENSION_KINDS if self.bounds_or_values(kind) is not None]
+        if len(given) != 1:
+            got = ", ".join(given) or "none"
+            raise ValueError(f"give exactly one of {', '.join(DIMENSION_KINDS)} (got {got})")
+        low_high = self.bounds
+        if low_high is not None:
+            low, high = low_high
+            if not low <= high:
+                raise ValueError(f"{self.kind}: lower bound {low} is above upper bound {high}")
+            if self.kind == "loguniform" and low <= 0:
+                raise ValueError(f"loguniform: bounds must be > 0 (got {low})")
+        return self
+
+    def bounds_or_values(self, kind: str) -> Any:
+        return self.int_range if kind == "int" else getattr(self, kind)
+
+    @property
+    def kind(self) -> str:
+        return next(kind for kind in DIMENSION_KINDS if self.bounds_or_values(kind) is not None)
+
+    @property
+    def values(self) -> list[Any] | None:
+        """The listed values of a grid or choice dimension; None for ranges."""
+        return self.grid if self.grid is not None else self.choice
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """(low, high) of a range dimension; None for lists."""
+        return self.uniform or self.loguniform or self.int_range
+
+
+class SpaceBlock(_Strict):
+    """Dimensions, tied keys and named spaces; the shape of `search`, of each `search.conditional.<loss>`
+    and of each shipped named space."""
+
+    space: dict[str, Dimension] = Field(default_factory=dict)
+    tied: dict[str, str] = Field(default_factory=dict)
+    spaces: list[str] = Field(default_factory=list)
+
+
+class NamedSpace(SpaceBlock):
+    """A shipped space (platform/dicelab/sweeps/spaces/<name>.yaml)."""
+
+    description: str
+    loss: str | None = None  # the loss the space belongs to; it fixes loss.name when used at top level
+
+
+class Scheduler(_Strict):
+    name: Literal["fifo", "asha"] = "fifo"
+    # ASHA, in evaluations (one Tune iteration = one dev evaluation): a trial runs at least grace_period
+    # evaluations; rungs are at grace_period * reduction_factor**k up to max_t.
+    grace_period: int = Field(1, ge=1)
+    reduction_factor: float = Field(2.0, gt=1.0)
+    max_t: int | None = Field(None, ge=1)  # None: train.epochs (when evaluating once per epoch)
+
+
+class Resources(_Strict):
+    cpu: float = Field(1.0, gt=0.0)
+    gpu: float = Field(0.0, ge=0.0)  # fractions share a GPU: 0.25 packs four trials on one device
+
+    @model_validator(mode="after")
+    def _whole_gpus_above_one(self) -> Resources:
+        if self.gpu > 1 and not float(self.gpu).is_integer():
+            raise ValueError(f"gpu: above 1 only whole GPUs can be requested (got {self.gpu})")
+        return self
+
+
+class SearchConfig(SpaceBlock):
+    algorithm: Algorithm = "grid"
+    num_samples: int | None = Field(None, ge=1)  # random / optuna: configurations to sample
+    seed: int = 0  # seeds the random draws and Optuna's TPE sampler
+    metric: str = "auto"  # dev metric to optimise, without the "dev_" prefix; auto: train.metric / the task's
+    mode: Literal["max", "min"] = "max"
+    seeds: list[int] | None = Field(None, min_length=1)  # every configuration runs once per seed (train.seed)
+    conditional: dict[str, SpaceBlock] = Field(default_factory=dict)  # loss name -> its own space
+    scheduler: Scheduler = Field(default_factory=Scheduler)
+    resources: Resources = Field(default_factory=Resources)
+    max_concurrent: int | None = Field(None, ge=1)
+    max_failures: int = Field(1, ge=0)  # retries of a crashed trial, each from its last checkpoint
+    storage: str | None = None  # Tune results and checkpoints; None: <cwd>/.dicelab/ray_results
+
+
+class SearchSection(BaseModel):
+    """Wrapper so validation errors are located as `search.<key>`."""
+
+    model_config = ConfigDict(extra="forbid")
+    search: SearchConfig

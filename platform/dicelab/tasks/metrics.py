@@ -1,0 +1,143 @@
+"""Dev-set metrics of the three task families. Every score is a fraction in [0, 1] (not a percentage).
+
+Zero-division convention (scikit-learn's zero_division=0): precision is 0 when nothing was predicted
+positive, recall is 0 when there is no gold positive, F1 is 0 when precision + recall is 0.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from collections.abc import Sequence
+
+import numpy as np
+from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+
+PerClass = dict[str, dict[str, float]]
+
+
+def classification_metrics(
+    gold: Sequence[int] | np.ndarray, predicted: Sequence[int] | np.ndarray, label_names: Sequence[str]
+) -> tuple[dict[str, float], PerClass]:
+    """Sentence / pair classification scores and a per-class (one-vs-rest) report.
+
+    Binary (two labels, the positive one last): `f1`, `precision`, `recall` of the positive class, `accuracy`.
+    Multi-class: `accuracy` and `macro_f1`, the unweighted mean F1 over the classes present in the gold or
+    predicted labels (scikit-learn's default label set).
+    """
+    gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
+    classes = np.arange(len(label_names))
+    gold_hits = gold[:, None] == classes  # (N, C) one-vs-rest indicator matrices
+    predicted_hits = predicted[:, None] == classes
+    true_positives = (gold_hits & predicted_hits).sum(0)
+    support = gold_hits.sum(0)
+    predicted_counts = predicted_hits.sum(0)
+    precision = _ratio(true_positives, predicted_counts)
+    recall = _ratio(true_positives, support)
+    f1 = _ratio(2 * true_positives, support + predicted_counts)  # = 2PR/(P+R), 0 when both are 0
+    per_class = {
+        name: {
+            "precision": float(precision[k]),
+            "recall": float(recall[k]),
+            "f1": float(f1[k]),
+            "support": int(support[k]),
+        }
+        for k, name in enumerate(label_names)
+    }
+    accuracy = float((gold == predicted).mean()) if len(gold) else 0.0
+    if len(label_names) == 2:
+        positive = {"f1": float(f1[1]), "precision": float(precision[1]), "recall": float(recall[1])}
+        return {**positive, "accuracy": accuracy}, per_class
+    present = (support + predicted_counts) > 0
+    macro_f1 = float(f1[present].mean()) if present.any() else 0.0
+    return {"accuracy": accuracy, "macro_f1": macro_f1}, per_class
+
+
+def tagging_metrics(gold: list[list[str]], predicted: list[list[str]]) -> tuple[dict[str, float], PerClass]:
+    """Span-level micro `precision`, `recall`, `f1` over IOB2 tag sequences, and a per-entity-type report.
+
+    seqeval's default mode, which scores like CoNLL's conlleval script (the paper's NER F1): an I-X that does
+    not continue an X entity starts a new one, rather than being discarded as in seqeval's strict mode.
+    """
+    metrics = {
+        "f1": float(f1_score(gold, predicted, zero_division=0)),
+        "precision": float(precision_score(gold, predicted, zero_division=0)),
+        "recall": float(recall_score(gold, predicted, zero_division=0)),
+    }
+    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+    per_class = {
+        entity: {
+            "precision": float(scores["precision"]),
+            "recall": float(scores["recall"]),
+            "f1": float(scores["f1-score"]),
+            "support": int(scores["support"]),
+        }
+        for entity, scores in report.items()
+        if not entity.endswith(" avg")
+    }
+    return metrics, per_class
+
+
+def normalize_answer(text: str) -> str:
+    """The official SQuAD normalisation: lower case, drop punctuation and articles, squeeze whitespace."""
+    text = "".join(character for character in text.lower() if character not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, gold_answers: Sequence[str]) -> float:
+    """1.0 when the normalised prediction equals a normalised gold answer ("" for unanswerable questions)."""
+    return max(float(normalize_answer(prediction) == normalize_answer(gold)) for gold in _golds(gold_answers))
+
+
+def token_f1(prediction: str, gold_answers: Sequence[str]) -> float:
+    """Best bag-of-tokens F1 against the gold answers; an empty side scores 1 only if both are empty."""
+    predicted = normalize_answer(prediction).split()
+    return max(_token_f1(predicted, normalize_answer(gold).split()) for gold in _golds(gold_answers))
+
+
+def squad_metrics(
+    predictions: Sequence[str], gold_answers: Sequence[Sequence[str]], with_negative: bool
+) -> dict[str, float]:
+    """Mean `em` and `f1` over questions (official SQuAD 1.1 / 2.0 scoring).
+
+    with_negative (SQuAD 2.0) adds `has_ans_em` / `has_ans_f1` and `no_ans_em` / `no_ans_f1` over the
+    answerable and unanswerable questions (each only when the dev set has some).
+    """
+    em = np.array([exact_match(p, g) for p, g in zip(predictions, gold_answers, strict=True)])
+    f1 = np.array([token_f1(p, g) for p, g in zip(predictions, gold_answers, strict=True)])
+    metrics = {"em": _mean(em), "f1": _mean(f1)}
+    if with_negative:
+        answerable = np.array([len(g) > 0 for g in gold_answers], dtype=bool)
+        for prefix, subset in (("has_ans", answerable), ("no_ans", ~answerable)):
+            if subset.any():
+                metrics[f"{prefix}_em"] = _mean(em[subset])
+                metrics[f"{prefix}_f1"] = _mean(f1[subset])
+    return metrics
+
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def _golds(gold_answers: Sequence[str]) -> list[str]:
+    # Unanswerable questions have no gold answers; the only right prediction is the empty string.
+    return list(gold_answers) or [""]
+
+
+def _token_f1(predicted: list[str], gold: list[str]) -> float:
+    if not predicted or not gold:
+        return float(predicted == gold)
+    common = sum((collections.Counter(predicted) & collections.Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    return np.divide(numerator, denominator, out=np.zeros(len(numerator)), where=denominator > 0)
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else 0.0

@@ -1,0 +1,139 @@
+"""Where runs are recorded: resolving, checking and preparing the MLflow tracking store.
+
+Precedence of the tracking URI: `--tracking-uri` > config `tracking.uri` > env `MLFLOW_TRACKING_URI` >
+`sqlite:///<cwd>/.dicelab/mlflow.db`. Supported stores are SQLite files and MLflow servers (http/https);
+MLflow 3's file store is deprecated, so bare paths and file:// URIs are rejected with a hint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from dicelab.errors import TrackingError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from dicelab.config import ExperimentConfig
+
+STORE_DIR = ".dicelab"
+DB_NAME = "mlflow.db"
+ARTIFACTS_DIR = "mlartifacts"  # beside the SQLite file, so artifacts never land in ./mlruns
+SERVER_TIMEOUT_S = 5.0
+SQLITE_PREFIX = "sqlite:///"
+
+
+def default_tracking_uri(cwd: str | Path | None = None) -> str:
+    """`sqlite:///<abs cwd>/.dicelab/mlflow.db` (absolute, so Ray workers in other directories agree)."""
+    return f"{SQLITE_PREFIX}{Path(cwd or Path.cwd()).resolve() / STORE_DIR / DB_NAME}"
+
+
+def resolve_tracking_uri(cli_uri: str | None, config: ExperimentConfig | None = None) -> str:
+    """The tracking URI to use: CLI flag > config tracking.uri > env MLFLOW_TRACKING_URI > default.
+
+    A relative SQLite path is made absolute against the working directory.
+    """
+    config_uri = config.tracking.uri if config is not None else None
+    uri = cli_uri or config_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    if uri.startswith(SQLITE_PREFIX):
+        path = sqlite_path(uri)
+        if not path.is_absolute():
+            uri = f"{SQLITE_PREFIX}{path.resolve()}"
+    return uri
+
+
+def sqlite_path(uri: str) -> Path:
+    return Path(uri[len(SQLITE_PREFIX) :])
+
+
+def check_tracking(uri: str) -> None:
+    """Fail fast, before any training, when the store cannot be used. Raises TrackingError (one line)."""
+    scheme = urlparse(uri).scheme
+    if scheme == "sqlite":
+        _check_sqlite(uri)
+    elif scheme in ("http", "https"):
+        _check_server(uri)
+    elif scheme in ("", "file") or re.fullmatch(r"[a-zA-Z]", scheme):  # bare path (or a Windows drive)
+        raise TrackingError(
+            f"tracking URI {uri!r} is a file store, which MLflow 3 deprecates; "
+            f"use a SQLite store such as {default_tracking_uri()!r} or an http:// MLflow server"
+        )
+    else:
+        raise TrackingError(
+            f"tracking URI {uri!r}: unsupported scheme {scheme!r} (use sqlite:///ABS/PATH.db or http://HOST:PORT)"
+        )
+
+
+def _check_sqlite(uri: str) -> None:
+    if not uri.startswith(SQLITE_PREFIX) or uri == SQLITE_PREFIX:
+        raise TrackingError(f"tracking URI {uri!r}: expected sqlite:///PATH/TO/mlflow.db")
+    directory = sqlite_path(uri).parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TrackingError(f"tracking store {uri!r}: cannot create {directory} ({error.strerror})") from None
+    if not os.access(directory, os.W_OK):
+        raise TrackingError(f"tracking store {uri!r}: directory {directory} is not writable")
+    from mlflow import MlflowClient
+
+    try:  # creates or migrates the schema once, here, instead of racing in concurrent trials
+        MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as error:
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise TrackingError(f"tracking store {uri!r} is unusable: {first_line}") from None
+
+
+def _check_server(uri: str) -> None:
+    # MLflow's own client retries for minutes; /health answers at once when the server is up.
+    health = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(health, timeout=SERVER_TIMEOUT_S) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise TrackingError(f"MLflow server {uri} is unreachable ({reason})") from None
+    if status != 200:
+        raise TrackingError(
+            f"MLflow server {uri} answered {health} with HTTP {status}; is it an MLflow server?"
+        )
+
+
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment keeps its artifacts: beside the SQLite file; a server decides for itself."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("_") or "experiment"
+    return (sqlite_path(uri).parent / ARTIFACTS_DIR / slug).resolve().as_uri()
+
+
+def ensure_experiment(client: MlflowClient, name: str) -> str:
+    """The id of experiment `name`, created if missing; safe when concurrent trials create it at once."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        try:
+            return client.create_experiment(
+                name, artifact_location=artifact_location(client.tracking_uri, name)
+            )
+        except MlflowException as error:
+            if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise TrackingError(f"experiment {name!r} exists but cannot be read from {client.tracking_uri}")
+    if experiment.lifecycle_stage != "active":
+        raise TrackingError(
+            f"experiment {name!r} is deleted in {client.tracking_uri}; restore it in the MLflow UI "
+            "or choose another tracking.experiment"
+        )
+    return experiment.experiment_id

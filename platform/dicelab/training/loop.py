@@ -1,0 +1,314 @@
+"""The trial: one plain-PyTorch train/eval loop, reporting through a Reporter.
+
+`run_trial` returns a TrialResult when the trial completes or stops early (patience, or a reporter's
+`should_stop`). It raises `TrialFailed` when the loss or the gradient norm becomes non-finite, and re-raises
+any other exception; in both cases `reporter.on_end` has already recorded the outcome and a one-line reason.
+Errors found while setting up (bad config, unreadable data, unknown backbone) raise before `on_start`.
+
+One host sync per optimizer step reads the loss and gradient norm, so that a NaN stops the trial at the
+step where it appears (Hugging Face Trainer syncs as often for its NaN filter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from dicelab.config import ExperimentConfig
+from dicelab.errors import ConfigError, TrialFailed
+from dicelab.losses import LOSSES, build_loss
+from dicelab.tasks import TASKS
+from dicelab.tasks.base import EvalResult
+from dicelab.tracking import conventions as names
+from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
+from dicelab.training.optim import build_optimizer, build_scheduler
+from dicelab.training.plan import TrainingPlan
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+from dicelab.training.runtime import (
+    autocast,
+    cpu_copy,
+    restore_rng,
+    rng_state,
+    seed_everything,
+    select_device,
+    select_precision,
+    torch_settings,
+)
+
+STATE_FORMAT = 1
+
+
+def run_trial(
+    config: ExperimentConfig,
+    reporter: Reporter | None = None,
+    *,
+    inputs: TrialInputs | None = None,
+    resume_state: dict[str, Any] | None = None,
+) -> TrialResult:
+    """Train and evaluate one configuration (see the module docstring for what it returns and raises).
+
+    resume_state: a dict from `Evaluation.state()`; the trial continues exactly where that one was.
+    """
+    reporter = reporter or Reporter()
+    inputs = inputs if inputs is not None else prepare_inputs(config)
+    if inputs.key != inputs_key(config):
+        raise ConfigError("run_trial: `inputs` were prepared for a different data/task/backbone config")
+    if resume_state is not None and resume_state.get("inputs_key") != inputs.key:
+        raise ConfigError(
+            "run_trial: resume_state comes from a trial with a different data/task/backbone config"
+        )
+    device = select_device(config.train)
+    with torch_settings(config.train, device):
+        trial = Trial(config, inputs, device, resume_state)
+        try:
+            reporter.on_start(config, trial.info())
+            outcome, reason = trial.train(reporter)
+        except NonFiniteLoss as error:
+            reporter.on_end(trial.result(names.NON_FINITE, str(error)))
+            raise TrialFailed(str(error)) from None
+        except BaseException as error:
+            reporter.on_end(trial.result(names.FAILED, _one_line(error)))
+            raise
+        result = trial.result(outcome, reason)
+        reporter.on_end(result)
+        return result
+
+
+@dataclass
+class Progress:
+    """What the loop knows besides weights and optimizer: saved in, and restored from, the resume state."""
+
+    step: int = 0  # optimizer steps done
+    final_metrics: dict[str, float] = field(default_factory=dict)  # of the last evaluation
+    best_value: float = -math.inf
+    best_step: int | None = None
+    best_metrics: dict[str, float] = field(default_factory=dict)
+    best_eval: dict[str, Any] | None = None  # the best EvalResult, as a plain dict
+    best_model_state: dict[str, torch.Tensor] | None = None  # CPU copy of the weights at the best evaluation
+    evals_without_improvement: int = 0
+
+
+class NonFiniteLoss(Exception):
+    pass
+
+
+class Trial:
+    """The pieces of one trial (model, loss, optimizer, schedule, progress) and the loop over them."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        inputs: TrialInputs,
+        device: torch.device,
+        resume: dict[str, Any] | None,
+    ):
+        train = config.train
+        self.config, self.inputs, self.device = config, inputs, device
+        self.task = TASKS.get(config.task.name)()
+        self.metric = train.metric if train.metric != "auto" else self.task.primary_metric(inputs.label_names)
+        self.precision = select_precision(train, device)
+        self.plan = TrainingPlan.of(len(inputs.train_features), train)
+
+        seed_everything(train.seed)  # before building: the head (and tiny-bert) initialise from it
+        self.model = self.task.build_model(config, inputs.label_names, inputs.tokenizer).to(device)
+        loss_params = dict(config.loss.params)
+        if "class_counts" in LOSSES.get(config.loss.name).parameter_names():
+            loss_params["class_counts"] = inputs.class_counts  # wce's weights come from the training split
+        self.loss_fn = build_loss(config.loss.name, **loss_params).to(device)
+        self.optimizer = build_optimizer(self.model, train)
+        self.scheduler = build_scheduler(self.optimizer, train, self.plan.total_steps)
+        self.progress = Progress()
+        if resume is not None:
+            self.model.load_state_dict(resume["model"])
+            self.optimizer.load_state_dict(resume["optimizer"])
+            self.scheduler.load_state_dict(resume["scheduler"])
+            self.progress = Progress(**resume["progress"])
+            restore_rng(resume["rng"])
+
+    def train(self, reporter: Reporter) -> tuple[str, str | None]:
+        """Run optimizer steps until done or stopped; returns (outcome, reason)."""
+        train, plan, progress = self.config.train, self.plan, self.progress
+        log_window, eval_window = Window(), Window()
+        self.model.train()
+        while progress.step < plan.total_steps:
+            epoch, done_in_epoch = divmod(progress.step, plan.steps_per_epoch)
+            steps = plan.steps_of_epoch(epoch)[done_in_epoch:][: plan.total_steps - progress.step]
+            micro_batches = [indices for step in steps for indices in step]
+            batches = iter(self._loader(self.inputs.train_features, batch_sampler=micro_batches))
+            for step in steps:
+                started = time.perf_counter()
+                loss = self._optimizer_step([next(batches) for _ in step])
+                seconds = time.perf_counter() - started
+                samples = sum(len(indices) for indices in step)
+                for window in (log_window, eval_window):
+                    window.add(loss, samples, seconds)
+                learning_rate = self.scheduler.get_last_lr()[0]
+                if progress.step % train.log_every_steps == 0:
+                    reporter.on_step(progress.step, log_window.take(learning_rate))
+
+                end_of_epoch = progress.step % plan.steps_per_epoch == 0
+                due = progress.step % train.eval_every_steps == 0 if train.eval_every_steps else end_of_epoch
+                if due or progress.step == plan.total_steps:
+                    evaluation = self._evaluate()
+                    self._report(evaluation, eval_window.take(learning_rate), reporter)
+                    patience = train.early_stopping_patience
+                    if patience is not None and progress.evals_without_improvement >= patience:
+                        return names.EARLY_STOPPED, (
+                            f"no improvement of {names.dev_metric(self.metric)} in {patience} evaluations "
+                            f"(best {progress.best_value:.4f} at step {progress.best_step})"
+                        )
+                if reporter.should_stop():
+                    return names.EARLY_STOPPED, f"stopped on request at step {progress.step}"
+        return names.COMPLETED, None
+
+    def _optimizer_step(self, batches: list[dict[str, torch.Tensor]]) -> float:
+        """Accumulate gradients over the micro-batches (mean loss), clip, step; returns the loss."""
+        step_loss = torch.zeros((), device=self.device)
+        for batch in batches:
+            batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
+            with autocast(self.device, self.precision):
+                loss = self.task.training_loss(self.model, batch, self.loss_fn)
+            (loss / len(batches)).backward()
+            step_loss += loss.detach()
+        step_loss /= len(batches)
+        grad_norm = torch.zeros((), device=self.device)
+        if self.config.train.max_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                self.model.parameters(), self.config.train.max_grad_norm
+            )
+        loss_value, norm_value = torch.stack([step_loss, grad_norm.to(step_loss)]).tolist()  # the one sync
+        for what, value in (("loss", loss_value), ("gradient norm", norm_value)):
+            if not math.isfinite(value):
+                step = self.progress.step + 1
+                epoch = self.plan.epoch_of(step)
+                raise NonFiniteLoss(f"non-finite {what} ({value}) at step {step} (epoch {epoch:.2f})")
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.progress.step += 1
+        return loss_value
+
+    def _evaluate(self) -> EvalResult:
+        self.model.eval()
+        features, frame, label_names = (
+            self.inputs.dev_features,
+            self.inputs.dev_frame,
+            self.inputs.label_names,
+        )
+        batches = self._loader(features, batch_size=self.config.train.eval_batch_size)
+        with autocast(self.device, self.precision):
+            evaluation = self.task.evaluate(self.model, batches, features, frame, label_names)
+        self.model.train()
+        if self.metric not in evaluation.metrics:
+            available = ", ".join(evaluation.metrics)
+            raise ConfigError(
+                f"train.metric: {self.metric!r} is not a dev metric of {self.task.name} ({available})"
+            )
+        return evaluation
+
+    def _report(self, evaluation: EvalResult, train_metrics: dict[str, float], reporter: Reporter) -> None:
+        """Track the best evaluation (weights, predictions) and patience, then report the evaluation."""
+        progress = self.progress
+        value = evaluation.metrics[self.metric]
+        is_best = value > progress.best_value
+        progress.final_metrics = dict(evaluation.metrics)
+        if is_best:
+            progress.best_value, progress.best_step = value, progress.step
+            progress.best_metrics = dict(evaluation.metrics)
+            progress.best_eval = dataclasses.asdict(evaluation)
+            progress.best_model_state = cpu_copy(self.model.state_dict())
+            progress.evals_without_improvement = 0
+        else:
+            progress.evals_without_improvement += 1
+        reporter.on_evaluation(
+            Evaluation(
+                step=progress.step,
+                epoch=self.plan.epoch_of(progress.step),
+                metrics={**evaluation.metrics, names.TRAIN_LOSS: train_metrics[names.TRAIN_LOSS]},
+                is_best=is_best,
+                state=self.state,
+                eval_result=evaluation,
+                train_metrics=train_metrics,
+            )
+        )
+
+    def _loader(self, features: Any, **batching: Any) -> DataLoader:
+        # Its own generator: creating a loader must not draw from the global RNG that dropout uses,
+        # or a resumed trial would see different dropout masks.
+        return DataLoader(features, collate_fn=self.task.collate, generator=torch.Generator(), **batching)
+
+    def state(self) -> dict[str, Any]:
+        """A snapshot to resume from: plain values and tensors (loads with torch.load(weights_only=True))."""
+        progress = {f.name: getattr(self.progress, f.name) for f in dataclasses.fields(self.progress)}
+        return {
+            "format": STATE_FORMAT,
+            "inputs_key": self.inputs.key,
+            "model": cpu_copy(self.model.state_dict()),
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng_state(),
+            "progress": cpu_copy(progress),
+        }
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "train_examples": self.plan.examples,
+            "dev_examples": len(self.inputs.dev_features),
+            "steps_total": self.plan.total_steps,
+            "steps_per_epoch": self.plan.steps_per_epoch,
+            "start_step": self.progress.step,
+            "metric": self.metric,
+            "device": str(self.device),
+            "precision": self.precision,
+            "data_fingerprint": self.inputs.data_fingerprint,
+            "manifest": self.inputs.manifest,
+            "label_names": self.inputs.label_names,
+            "features_cached": self.inputs.features_cached,
+        }
+
+    def result(self, outcome: str, reason: str | None) -> TrialResult:
+        progress = self.progress
+        return TrialResult(
+            outcome=outcome,
+            metric=self.metric,
+            final_metrics=dict(progress.final_metrics),
+            best_metrics=dict(progress.best_metrics),
+            best_step=progress.best_step,
+            steps=progress.step,
+            reason=reason,
+            best_eval_result=EvalResult(**progress.best_eval) if progress.best_eval else None,
+            best_model_state=progress.best_model_state,
+        )
+
+
+class Window:
+    """Training loss and throughput since the window was last taken (one for logging, one per evaluation)."""
+
+    def __init__(self) -> None:
+        self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
+
+    def add(self, loss: float, samples: int, seconds: float) -> None:
+        self.loss_sum += loss
+        self.steps += 1
+        self.samples += samples
+        self.seconds += seconds
+
+    def take(self, learning_rate: float) -> dict[str, float]:
+        metrics = {
+            names.TRAIN_LOSS: self.loss_sum / max(self.steps, 1),
+            names.LEARNING_RATE: learning_rate,
+            names.SAMPLES_PER_SECOND: self.samples / self.seconds if self.seconds > 0 else 0.0,
+        }
+        self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
+        return metrics
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

@@ -1,0 +1,87 @@
+"""Progress on the terminal: a rich progress bar (step/total, loss, samples/s) and one line per evaluation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dicelab.config import ExperimentConfig
+from dicelab.tracking import conventions as names
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+
+
+class ConsoleReporter(Reporter):
+    """Writes to stderr by default, so stdout stays free for results (`dicelab trial --json`).
+
+    quiet: no progress bar, only the start line, one line per evaluation and the outcome (for logs).
+    """
+
+    def __init__(self, *, quiet: bool = False, console: Console | None = None):
+        self.quiet = quiet
+        self.console = console or Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task_id: Any = None
+
+    def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        resumed = f", resuming at step {info['start_step']}" if info.get("start_step") else ""
+        self.console.print(
+            f"[bold]{config.name}[/]: {config.task.name} on {config.data.source} "
+            f"({info.get('train_examples')} train / {info.get('dev_examples')} dev), "
+            f"loss {config.loss.name}, {info.get('steps_total')} steps "
+            f"on {info.get('device')} ({info.get('precision')}){resumed}",
+            highlight=False,
+        )
+        if self.quiet:
+            return
+        self._progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("{task.fields[speed]} samples/s"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._progress.start()
+        self._task_id = self._progress.add_task(
+            "train", total=info.get("steps_total"), completed=info.get("start_step", 0), loss="-", speed="-"
+        )
+
+    def on_step(self, step: int, metrics: dict[str, float]) -> None:
+        if self._progress is None:
+            return
+        self._progress.update(
+            self._task_id,
+            completed=step,
+            loss=f"{metrics.get(names.TRAIN_LOSS, float('nan')):.4f}",
+            speed=f"{metrics.get(names.SAMPLES_PER_SECOND, 0.0):.0f}",
+        )
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task_id, completed=evaluation.step)
+        shown = "  ".join(f"{key} {value:.4f}" for key, value in evaluation.metrics.items())
+        best = "  [green]*best[/]" if evaluation.is_best else ""
+        self.console.print(
+            f"step {evaluation.step} (epoch {evaluation.epoch:.2f})  {shown}{best}", highlight=False
+        )
+
+    def on_end(self, result: TrialResult) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        style = "green" if result.outcome in (names.COMPLETED, names.EARLY_STOPPED) else "red"
+        reason = f": {result.reason}" if result.reason else ""
+        self.console.print(
+            f"[{style}]{result.outcome}[/] after {result.steps} steps{reason}", highlight=False
+        )

@@ -1,0 +1,143 @@
+"""Record a trial as one MLflow run: params, tags, metrics per evaluation, artifacts, terminal status.
+
+Uses `MlflowClient` with explicit run ids (never the fluent active-run API), so several trials in one
+process, nested children under a sweep's parent run and resumed runs all work.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
+
+from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
+from dicelab.tracking import conventions as names
+from dicelab.tracking.store import ensure_experiment
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+
+TERMINAL_STATUS = {
+    names.COMPLETED: RunStatus.to_string(RunStatus.FINISHED),
+    names.EARLY_STOPPED: RunStatus.to_string(RunStatus.FINISHED),
+    names.FAILED: RunStatus.to_string(RunStatus.FAILED),
+    names.NON_FINITE: RunStatus.to_string(RunStatus.FAILED),
+}
+
+
+class MlflowReporter(Reporter):
+    """One MLflow run per trial. The run is created in `on_start` (or reopened when `run_id` is given).
+
+    `run_id` is set once the run exists; `on_end` also writes it into the TrialResult.
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        *,
+        run_name: str | None = None,
+        parent_run_id: str | None = None,
+        tags: dict[str, str] | None = None,
+        run_id: str | None = None,
+        log_predictions: bool = True,
+    ):
+        self.client = MlflowClient(tracking_uri)
+        self.experiment = experiment
+        self.run_name = run_name
+        self.parent_run_id = parent_run_id
+        self.tags = dict(tags or {})
+        self.run_id = run_id
+        self.log_predictions = log_predictions
+        self._config: ExperimentConfig | None = None
+        self._manifest: dict | None = None
+
+    def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        self._config = config
+        self._manifest = info.get("manifest")
+        tags = {
+            names.ROLE: names.ROLE_TRIAL,
+            names.PRIMARY_METRIC: str(info.get("metric", "")),
+            names.DATA_FINGERPRINT: str(info.get("data_fingerprint", "")),
+            **self.tags,
+        }
+        if self.parent_run_id:
+            tags[MLFLOW_PARENT_RUN_ID] = self.parent_run_id
+        params = {
+            key: _truncate(str(value), MAX_PARAM_VAL_LENGTH) for key, value in flatten_config(config).items()
+        }
+        if self.run_id is None:
+            experiment_id = ensure_experiment(self.client, self.experiment)
+            run = self.client.create_run(experiment_id, run_name=self.run_name or config.tracking.run_name)
+            self.run_id = run.info.run_id
+        else:  # resuming: the run keeps its params (MLflow forbids changing one), status goes back to RUNNING
+            logged = self.client.get_run(self.run_id).data.params
+            params = {key: value for key, value in params.items() if key not in logged}
+            self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        self.client.log_batch(
+            self.run_id,
+            params=[Param(key, value) for key, value in params.items()],
+            tags=[RunTag(key, _truncate(str(value), MAX_TAG_VAL_LENGTH)) for key, value in tags.items()],
+        )
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        values = {
+            names.dev_metric(key): value
+            for key, value in evaluation.metrics.items()
+            if key != names.TRAIN_LOSS
+        }
+        values.update(evaluation.train_metrics)
+        values[names.EPOCH] = evaluation.epoch
+        self._log_metrics(values, evaluation.step)
+
+    def on_end(self, result: TrialResult) -> None:
+        if self.run_id is None:  # on_start never ran: nothing to record
+            return
+        result.run_id = result.run_id or self.run_id
+        final = {names.best_metric(key): value for key, value in result.best_metrics.items()}
+        if result.best_step is not None:
+            final[names.BEST_STEP] = result.best_step
+        self._log_metrics(final, result.steps)
+        self._log_artifacts(result)
+        tags = {names.OUTCOME: result.outcome}
+        if result.reason:
+            tags[names.REASON] = _truncate(result.reason, MAX_TAG_VAL_LENGTH)
+        self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in tags.items()])
+        self.client.set_terminated(self.run_id, status=TERMINAL_STATUS[result.outcome])
+
+    def _log_metrics(self, values: dict[str, float], step: int) -> None:
+        timestamp = int(time.time() * 1000)
+        metrics = [Metric(key, float(value), timestamp, step) for key, value in values.items()]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def _log_artifacts(self, result: TrialResult) -> None:
+        with tempfile.TemporaryDirectory(prefix="dicelab-artifacts-") as tmp:
+            root = Path(tmp)
+            if self._config is not None:
+                _write(root / names.CONFIG_ARTIFACT, config_to_yaml(self._config))
+            if self._manifest:
+                _write(root / names.MANIFEST_ARTIFACT, json.dumps(self._manifest, indent=2, default=str))
+            best = result.best_eval_result
+            if best is not None:
+                _write(root / names.CLASS_REPORT_ARTIFACT, json.dumps(best.per_class, indent=2))
+                if self.log_predictions:
+                    lines = (
+                        json.dumps(record, ensure_ascii=False, default=str) for record in best.predictions
+                    )
+                    _write(root / names.PREDICTIONS_ARTIFACT, "".join(f"{line}\n" for line in lines))
+            self.client.log_artifacts(self.run_id, str(root))
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

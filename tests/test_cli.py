@@ -1,0 +1,44 @@
+"""The `dicelab` entry point: help, sub-command dispatch and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+DICELAB = [sys.executable, "-m", "dicelab.cli"]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DICELAB, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_help_lists_every_command() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    for command in ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate"):
+        assert command in result.stdout
+
+
+def test_validate_accepts_a_good_config(tmp_path: Path) -> None:
+    config = tmp_path / "ok.yaml"
+    config.write_text("name: ok\nloss: {name: dsc, alpha: 0.5}\n")
+    result = run("validate", str(config))
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout
+
+
+def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("name: bad\nloss: {name: tversky, alpha: 0.3, beta: 0.7}\n")
+    result = run("validate", str(config), "--set", "train.lr=0.1")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "'train.lr'" in lines[0] and "learning_rate" in lines[0]
+
+
+def test_unreadable_config_exit_code_2(tmp_path: Path) -> None:
+    result = run("validate", str(tmp_path / "missing.yaml"))
+    assert result.returncode == 2
+    assert "missing.yaml" in result.stderr and "cannot read" in result.stderr
