@@ -24,12 +24,22 @@ def _empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _copy_store(template: Path, folder: Path) -> str:
+    path = folder / "store" / "mlflow.db"
+    path.parent.mkdir()
+    shutil.copy(template, path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture
 def tracking_uri(tmp_path: Path, _empty_store: Path) -> str:
-    path = tmp_path / "store" / "mlflow.db"
-    path.parent.mkdir()
-    shutil.copy(_empty_store, path)
-    return f"sqlite:///{path}"
+    return _copy_store(_empty_store, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_tracking_uri(tmp_path_factory: pytest.TempPathFactory, _empty_store: Path) -> str:
+    """A store shared by the read-only tests of one module."""
+    return _copy_store(_empty_store, tmp_path_factory.mktemp("module"))
 
 
 class SweepLog:
@@ -135,5 +145,13 @@ class SweepLog:
 def sweep_log(tracking_uri: str) -> Callable[..., SweepLog]:
     def make(experiment: str = "sweep", **kwargs: Any) -> SweepLog:
         return SweepLog(tracking_uri, experiment, **kwargs)
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def module_sweep_log(module_tracking_uri: str) -> Callable[..., SweepLog]:
+    def make(experiment: str = "sweep", **kwargs: Any) -> SweepLog:
+        return SweepLog(module_tracking_uri, experiment, **kwargs)
 
     return make

@@ -13,7 +13,7 @@ from torch import nn
 from dicelab.config import ExperimentConfig, ModelConfig
 from dicelab.tasks.backbones import load_tokenizer
 
-# Greek letters: each is one WordPiece token in real vocabularies, so windows are easy to reason about.
+# Greek letter names: a context of 30 WordPiece tokens (a few names split into pieces).
 GREEK = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
     "upsilon phi chi psi omega"

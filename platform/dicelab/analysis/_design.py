@@ -11,6 +11,8 @@ import pandas as pd
 
 from dicelab.analysis._observations import hyperparameter_columns
 
+_SHORT_NAMES = {"loss.name": "loss", "data.variant": "variant"}
+
 
 @dataclass(frozen=True)
 class SweptParam:
@@ -44,8 +46,8 @@ def swept_params(frame: pd.DataFrame, param_columns: Sequence[str]) -> list[Swep
 
 
 def short_name(key: str) -> str:
-    """loss.alpha -> alpha; other sections keep their prefix (train.learning_rate)."""
-    return key.removeprefix("loss.")
+    """loss.alpha -> alpha, loss.name -> loss, data.variant -> variant; others keep their section."""
+    return _SHORT_NAMES.get(key, key.removeprefix("loss."))
 
 
 def format_value(value: Any) -> str:

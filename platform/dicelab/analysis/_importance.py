@@ -102,7 +102,8 @@ def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportan
     quantile = min(0.5, max(0.1, 3 / n_trials))
     return [
         ("PED-ANOVA", PedAnovaImportanceEvaluator(target_quantile=quantile)),
-        ("fANOVA", FanovaImportanceEvaluator(seed=0)),
+        # 32 trees instead of Optuna's 64: the same ranking on sweeps of this size, at half the time.
+        ("fANOVA", FanovaImportanceEvaluator(n_trees=32, seed=0)),
     ]
 
 

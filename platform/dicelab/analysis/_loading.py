@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.analysis._paper import PaperNumbers, paper_from_config, paper_from_params
-from dicelab.analysis._store import find_experiment, open_client
+from dicelab.analysis._store import find_experiment, open_client, quiet_artifact_transfers
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 
@@ -40,6 +40,7 @@ META_COLUMNS = (
     "start_time",
     "end_time",
     "duration_s",
+    "logged_metrics",  # names of the metrics the run logged (a logged NaN and a missing metric differ)
 )
 PARENT_RUN_TAG = "mlflow.parentRunId"
 ROLE_ANALYSIS = "analysis"  # the run that holds a report when an experiment has no parent run
@@ -99,7 +100,7 @@ def load_runs(
                 bar.update(task, description=f"loading runs: {len(records):,}")
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
-        frame = pd.DataFrame(columns=[*META_COLUMNS, "_params", "_metrics"])
+        frame = pd.DataFrame(columns=[*META_COLUMNS, "_params"])
     frame = frame.sort_values("start_time", ascending=False, kind="stable").reset_index(drop=True)
 
     parents = frame[frame["role"] == names.ROLE_PARENT]
@@ -118,7 +119,7 @@ def load_runs(
     trials, dropped = _dedupe(trials)
 
     param_columns = sorted(set().union(*trials["_params"])) if len(trials) else []
-    metric_columns = sorted(set().union(*trials["_metrics"])) if len(trials) else []
+    metric_columns = sorted(set().union(*trials["logged_metrics"])) if len(trials) else []
     # Keep only the columns the trials use (parents log sweep-level params of their own).
     trials = _typed_params(trials[[*META_COLUMNS, *param_columns, *metric_columns]], param_columns)
     parents = parents[list(META_COLUMNS)].reset_index(drop=True)
@@ -198,8 +199,8 @@ def _record(experiment: str, run: Run) -> dict[str, Any]:
         "start_time": start,
         "end_time": end,
         "duration_s": (end - start).total_seconds() if info.start_time and info.end_time else math.nan,
+        "logged_metrics": frozenset(run.data.metrics),
         "_params": tuple(run.data.params),
-        "_metrics": tuple(run.data.metrics),
     }
     record.update(run.data.params)
     record.update(run.data.metrics)
@@ -228,7 +229,7 @@ def _typed_params(trials: pd.DataFrame, param_columns: list[str]) -> pd.DataFram
 
 def _paper_of(client: MlflowClient, parent: pd.Series) -> tuple[PaperNumbers, list[str]]:
     """The `paper:` section of a sweep: its config.yaml artifact, else `paper.*` params of the parent run."""
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, quiet_artifact_transfers():
         try:
             path = mlflow.artifacts.download_artifacts(
                 run_id=parent["run_id"],

@@ -70,7 +70,7 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
         if column in frame:
             positions = frame.index.get_indexer(rows)
             raw[positions] = pd.to_numeric(frame.loc[rows, column], errors="coerce").to_numpy(dtype=float)
-            present[positions] = frame.loc[rows, column].notna().to_numpy()
+            present[positions] = [column in logged for logged in frame.loc[rows, "logged_metrics"]]
     counted = frame["outcome"].isin(options.counted_outcomes).to_numpy()
     finite = np.isfinite(raw)
     frame["exclusion"] = np.select(

@@ -15,6 +15,7 @@ from matplotlib.lines import Line2D
 from dicelab.analysis._design import format_value, short_name
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
+MAX_AXIS_LABELS = 10  # a parallel-coordinates axis labels each value up to this many, else min and max
 PAPER_LABEL = "paper (Li et al., 2020)"
 _COLORS = [f"C{i}" for i in range(10)]
 
@@ -229,14 +230,13 @@ def _unit_scale(values: pd.Series) -> np.ndarray:
 def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
     ticks: list[tuple[float, str]] = []
     if pd.api.types.is_numeric_dtype(values):
-        array = values.dropna().to_numpy(dtype=float)
-        if array.size:
-            low, high = array.min(), array.max()
-            ticks = (
-                [(0.5, format_value(low))]
-                if high == low
-                else [(0.0, format_value(low)), (1.0, format_value(high))]
-            )
+        distinct = np.unique(values.dropna().to_numpy(dtype=float))
+        if distinct.size == 1:
+            ticks = [(0.5, f"{distinct[0]:.4g}")]
+        elif distinct.size:
+            low, high = distinct[0], distinct[-1]
+            shown = distinct if distinct.size <= MAX_AXIS_LABELS else distinct[[0, -1]]
+            ticks = [((value - low) / (high - low), f"{value:.4g}") for value in shown]
     else:
         categories = sorted(values.dropna().astype(str).unique())
         spacing = 1 / (len(categories) - 1) if len(categories) > 1 else 0.0

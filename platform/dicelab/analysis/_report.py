@@ -34,11 +34,12 @@ from dicelab.analysis._observations import (
     value_label,
 )
 from dicelab.analysis._sensitivity import CurveLine, curve_lines, curves_from_lines
+from dicelab.analysis._store import quiet_artifact_transfers
 from dicelab.errors import DicelabError, TrackingError
 from dicelab.tracking import conventions as names
 
 MAX_LISTED_TRIALS = 100  # excluded trials listed in the report; trials.csv has them all
-MAX_CURVE_CONFIGS = 8  # training-curve lines per figure (the best by mean)
+MAX_CURVE_CONFIGS = 10  # training-curve lines per figure (the best by mean)
 MAX_PARALLEL_AXES = 8
 OUTCOME_ORDER = (names.COMPLETED, names.EARLY_STOPPED, names.FAILED, names.NON_FINITE)
 
@@ -212,7 +213,7 @@ class _ReportWriter:
                                 f"`{r.loss}`",
                                 r.variant,
                                 f"{r.delta:+.2f}",
-                                _interval(r.delta_ci_low, r.delta_ci_high),
+                                _interval(r.delta_ci_low, r.delta_ci_high, signed=True),
                                 f"{r.paper_delta:+.2f}" if math.isfinite(r.paper_delta) else "",
                             ]
                             for r in deltas.itertuples()
@@ -275,7 +276,9 @@ class _ReportWriter:
                 rows, points, param=param, relation=relation, y_label=y_label, title=title
             )
             path = self._save(figure, "sensitivity", task, metric, loss, param)
-            self.document.add(Heading(f"{loss}: {short_name(param)} ({task})", 3), Image(path, title))
+            self.document.add(
+                Heading(f"{loss}: {short_name(param)} ({task})", 3), Image(path, title.splitlines()[0])
+            )
             if relation:
                 self.document.add(Text(f"`{relation}` in every trial of this sweep, so one axis shows both."))
             averaged = lines[0].averaged_over
@@ -372,13 +375,7 @@ class _ReportWriter:
         for (experiment, task, metric, loss), group in self.obs[self.obs["usable"]].groupby(
             ["experiment", TASK, "metric", LOSS], sort=True
         ):
-            params = swept_params(group, self.runs.param_columns)
-            shown = [VARIANT, *(name for p in params for name in (p.name, *p.followers))]
-            labelled = group.assign(
-                config=[
-                    config_label(zip(shown, row, strict=True)) for row in group[shown].itertuples(index=False)
-                ]
-            )
+            labelled = group.assign(config=self._config_labels(group))
             means = labelled.groupby("config")["value"].mean().sort_values(ascending=False)
             best = list(means.index[:MAX_CURVE_CONFIGS])
             groups.append(
@@ -462,7 +459,7 @@ class _ReportWriter:
 
     def _files(self) -> None:
         tables = {
-            "trials.csv": self.obs,
+            "trials.csv": self.obs.drop(columns=["logged_metrics"]),
             "sensitivity.csv": self.curves,
             "ablation.csv": self.ablation,
             "importance.csv": self.importance.table,
@@ -507,13 +504,13 @@ class _ReportWriter:
         missing = int((counted & (obs["exclusion"] == "metric not logged")).sum())
         if nan or missing:
             notes.append(
-                f"{nan + missing} finished trials lack a finite value ({nan} NaN/inf, {missing} not logged); "
-                "they are counted as missing, not averaged."
+                f"{_count(nan + missing, 'finished trial')} without a finite value "
+                f"({nan} NaN/inf, {missing} not logged): counted as missing, not averaged."
             )
         early = int((obs["outcome"] == names.EARLY_STOPPED).sum())
         if early:
             notes.append(
-                f"{early} trials stopped early (scheduler or patience); "
+                f"{_count(early, 'trial')} stopped early (scheduler or patience); "
                 + (
                     "their best value so far counts as an observation of their configuration."
                     if options.include_early_stopped
@@ -522,7 +519,7 @@ class _ReportWriter:
             )
         running = int(obs["outcome"].isin(["running"]).sum())
         if running:
-            notes.append(f"{running} trials are still running and are not counted yet.")
+            notes.append(f"{_count(running, 'trial')} still running, not counted yet.")
         for task, metrics in obs.groupby(TASK)["metric"].unique().items():
             if len(metrics) > 1:
                 notes.append(
@@ -538,16 +535,16 @@ class _ReportWriter:
         repeated = self._repeated_seeds()
         if repeated:
             notes.append(
-                f"{repeated} configurations ran the same seed more than once (across sweep invocations); "
-                "each run counts, which can make intervals look tighter than the seeds justify."
+                f"{_count(repeated, 'configuration')} ran the same seed more than once (across sweep "
+                "invocations); each run counts, which can make intervals look tighter than the seeds justify."
             )
         if runs.duplicates_dropped:
             notes.append(
-                f"{runs.duplicates_dropped} older runs of resumed trials were superseded and left out."
+                f"{_count(runs.duplicates_dropped, 'older run')} of resumed trials superseded and left out."
             )
         if runs.ignored_runs:
             notes.append(
-                f"{runs.ignored_runs} runs without a `{names.ROLE}` tag of trial or parent were ignored."
+                f"{_count(runs.ignored_runs, 'run')} without a `{names.ROLE}` tag of trial or parent ignored."
             )
         for experiment, paper in runs.papers.items():
             metrics = set(obs.loc[obs["experiment"] == experiment, "metric"])
@@ -558,6 +555,17 @@ class _ReportWriter:
                 )
         notes.extend(runs.notes)
         return notes
+
+    def _config_labels(self, group: pd.DataFrame) -> list[str]:
+        """Per trial, what sets its configuration apart within `group`: "+positive · alpha=0.3, beta=0.7"."""
+        params = swept_params(group, self.runs.param_columns)
+        shown = [name for p in params for name in (p.name, *p.followers)]
+        with_variant = group[VARIANT].nunique() > 1 or not shown
+        labels = []
+        for variant, *values in group[[VARIANT, *shown]].itertuples(index=False):
+            parts = (variant if with_variant else "", config_label(zip(shown, values, strict=True)))
+            labels.append(" · ".join(part for part in parts if part))
+        return labels
 
     def _repeated_seeds(self) -> int:
         if SEED not in self.obs:
@@ -631,12 +639,18 @@ def _optimum_sentence(rows: pd.DataFrame, param: str) -> str:
     return f"{where} ({spread}); {verdict}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _number(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else "—"
 
 
-def _interval(low: float, high: float) -> str:
-    return f"[{low:.2f}, {high:.2f}]" if math.isfinite(low) and math.isfinite(high) else "—"
+def _interval(low: float, high: float, *, signed: bool = False) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "—"
+    return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
 
 
 def _slug(text: str) -> str:
@@ -664,7 +678,8 @@ def _log_report(runs: RunSet, out: Path) -> str:
     client = MlflowClient(tracking_uri=runs.tracking_uri)
     try:
         run_id = runs.report_run or _analysis_run(client, runs.experiment_ids[runs.experiments[0]])
-        client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
+        with quiet_artifact_transfers():
+            client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
     except (MlflowException, OSError) as error:
         raise TrackingError(f"the report is in {out} but logging it to MLflow failed: {error}") from None
     return run_id

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from mlflow.entities import Experiment, ViewType
@@ -12,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from dicelab.errors import TrackingError
 
 SQLITE_PREFIX = "sqlite:///"
+_PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
 def default_tracking_uri() -> str:
@@ -46,6 +49,20 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
         ) from None
     listing = ", ".join(available) if available else "none"
     raise TrackingError(f"no experiment {name!r} in {client.tracking_uri} (available: {listing})")
+
+
+@contextlib.contextmanager
+def quiet_artifact_transfers() -> Iterator[None]:
+    """MLflow draws tqdm bars while moving artifacts; analysis has its own progress display."""
+    previous = os.environ.get(_PROGRESS_BAR_VARIABLE)
+    os.environ[_PROGRESS_BAR_VARIABLE] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_PROGRESS_BAR_VARIABLE, None)
+        else:
+            os.environ[_PROGRESS_BAR_VARIABLE] = previous
 
 
 def _first_line(error: BaseException) -> str:

@@ -36,7 +36,9 @@ def resolve_label_names(
         names = sorted(set(train["label"]), key=_natural_order)
     positive = data.positive_label
     if positive is not None and positive not in names:
-        raise ConfigError(f"config key 'data.positive_label': {positive!r} is not a label ({', '.join(names)})")
+        raise ConfigError(
+            f"config key 'data.positive_label': {positive!r} is not a label ({', '.join(names)})"
+        )
     if positive is None and len(names) == 2 and DEFAULT_POSITIVE_LABEL in names:
         positive = DEFAULT_POSITIVE_LABEL
     if positive is not None:
@@ -53,12 +55,16 @@ def check_labels(frame: pd.DataFrame, family: Family, label_names: list[str]) ->
         if outside.any():
             position = int(outside.to_numpy().argmax())
             label = frame["label"].iloc[position]
-            raise DataError(f"{where(frame, frame.index[position])}: label {label!r} not in label set {shown}")
+            raise DataError(
+                f"{where(frame, frame.index[position])}: label {label!r} not in label set {shown}"
+            )
     elif family == "tagging":
         for location, tags in zip(frame.index, frame["tags"], strict=True):
             for position, tag in enumerate(tags):
                 if tag not in allowed:
-                    raise DataError(f"{where(frame, location, position)}: tag {tag!r} not in label set {shown}")
+                    raise DataError(
+                        f"{where(frame, location, position)}: tag {tag!r} not in label set {shown}"
+                    )
 
 
 def _natural_order(label: str) -> tuple[int, int, str]:

@@ -9,13 +9,14 @@ works from logits in log space, so p = 1 or p = 0 in floating point never produc
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,6 @@ class LossInputs:
     def zero(self) -> Tensor:
         """The loss of a batch without kept positions: 0, still attached to the graph."""
         return self.logits.sum() * 0.0
-
-    def one_vs_rest_target(self) -> Tensor:
-        """y as (M, K) floats: K = 1 column (the positive class) for binary, K = C one-hot columns otherwise."""
-        if self.binary:
-            return self.target.to(self.logits.dtype).unsqueeze(-1)
-        return F.one_hot(self.target, self.num_classes).to(self.logits.dtype)
 
 
 def compute_precision(logits: Tensor) -> AbstractContextManager:
@@ -79,17 +74,25 @@ def prepare(logits: Tensor, target: Tensor, ignore_index: int) -> LossInputs:
     compute_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     flat_logits = flat_logits.to(compute_dtype)
 
-    keep = flat_target != ignore_index
-    invalid = keep & ((flat_target < 0) | (flat_target >= num_classes))
-    if flat_target.is_floating_point():
-        invalid |= keep & (flat_target != flat_target.floor())
-    if invalid.any():
-        bad = flat_target[invalid][0].item()
-        label_set = "{0, 1}" if binary else f"[0, {num_classes - 1}]"
-        raise ValueError(f"target must be in {label_set} or ignore_index={ignore_index}, got {bad:g}")
-    if not keep.all():
+    if not _all_in_label_set(flat_target, num_classes, ignore_index):
+        keep = flat_target != ignore_index
+        invalid = keep & ((flat_target < 0) | (flat_target >= num_classes))
+        if flat_target.is_floating_point():
+            invalid |= keep & (flat_target != flat_target.floor())
+        if invalid.any():
+            bad = flat_target[invalid][0].item()
+            label_set = "{0, 1}" if binary else f"[0, {num_classes - 1}]"
+            raise ValueError(f"target must be in {label_set} or ignore_index={ignore_index}, got {bad:g}")
         flat_logits, flat_target = flat_logits[keep], flat_target[keep]
     return LossInputs(flat_logits, flat_target.long(), num_classes)
+
+
+def _all_in_label_set(target: Tensor, num_classes: int, ignore_index: int) -> bool:
+    """The common case, checked with one reduction: no ignored position and every target a class index."""
+    if target.numel() == 0 or 0 <= ignore_index < num_classes or target.is_floating_point():
+        return False
+    low, high = torch.aminmax(target)
+    return 0 <= int(low) and int(high) < num_classes
 
 
 def class_weights(name: str, weights: float | Sequence[float] | Tensor, inputs: LossInputs) -> Tensor:
@@ -105,36 +108,45 @@ def class_weights(name: str, weights: float | Sequence[float] | Tensor, inputs: 
     return weights
 
 
-def probabilities(inputs: LossInputs) -> Tensor:
-    """p per one-vs-rest column, (M, K) like `one_vs_rest_target`."""
-    if inputs.binary:
-        return torch.sigmoid(inputs.logits).unsqueeze(-1)
-    return torch.softmax(inputs.logits, dim=-1)
+ValueAndGradient = Callable[[Tensor, bool], tuple[Tensor, Tensor | None]]
 
 
-def log_probabilities(inputs: LossInputs) -> tuple[Tensor, Tensor]:
-    """log p and log(1 - p) per one-vs-rest column, (M, K) each, without ever forming 1 - p."""
-    if inputs.binary:
-        x = inputs.logits.unsqueeze(-1)
-        return F.logsigmoid(x), F.logsigmoid(-x)
-    log_p = torch.log_softmax(inputs.logits, dim=-1)
-    top = log_p.argmax(dim=-1, keepdim=True)
-    others = log_p.scatter(-1, top, -math.inf)
-    # Every class but the most likely one has p <= 1/2, where log1p(-p) is accurate.
-    log_1mp = torch.log1p(-others.exp())
-    # For the most likely class 1 - p is the other classes' mass: exact in log space even when p rounds to 1.
-    return log_p, log_1mp.scatter(-1, top, torch.logsumexp(others, dim=-1, keepdim=True))
+def loss_with_gradient(logits: Tensor, value_and_gradient: ValueAndGradient) -> Tensor:
+    """A scalar loss whose gradient with respect to `logits` is computed in the same pass as its value.
+
+    `value_and_gradient(logits, need_gradient) -> (loss, dloss/dlogits or None)` works on plain tensors;
+    the gradient formulas are written in logit space, where they stay finite even when p rounds to 1.
+    One fused pass instead of autograd through ~30 elementwise steps is what makes the overlap and focal
+    losses cost about as much as cross entropy (benchmarks/losses.py).
+    """
+    return _LossWithGradient.apply(logits, value_and_gradient)
 
 
-def target_log_probabilities(inputs: LossInputs) -> tuple[Tensor, Tensor]:
-    """log p_t and log(1 - p_t) of each position's target class, (M,) each."""
-    if inputs.binary:
-        signed = torch.where(inputs.target == 1, inputs.logits, -inputs.logits)
-        return F.logsigmoid(signed), F.logsigmoid(-signed)
-    log_p = torch.log_softmax(inputs.logits, dim=-1)
-    index = inputs.target.unsqueeze(-1)
-    log_1mpt = torch.logsumexp(log_p.scatter(-1, index, -math.inf), dim=-1)
-    return log_p.gather(-1, index).squeeze(-1), log_1mpt
+class _LossWithGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, value_and_gradient: ValueAndGradient) -> Tensor:
+        loss, gradient = value_and_gradient(logits.detach(), ctx.needs_input_grad[0])
+        ctx.save_for_backward(gradient)
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, None]:
+        (gradient,) = ctx.saved_tensors
+        return (None if gradient is None else gradient * grad_output), None
+
+
+def underflowed_rows(mass: Tensor) -> Tensor:
+    """Indices of the rows whose probability mass is too small to keep full precision in linear space."""
+    floor = torch.finfo(mass.dtype).tiny / torch.finfo(mass.dtype).eps
+    return (mass < floor).nonzero().squeeze(-1)
+
+
+def log_mass(logits: Tensor, included: Tensor) -> Tensor:
+    """log of the softmax probability mass of the `included` classes (bool or 0/1), per row, in log space:
+    exact even where that mass underflows in linear space (a margin of more than ~87 in float32)."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    return torch.logsumexp(log_p.masked_fill(included == 0, -math.inf), dim=-1)
 
 
 def _describe(value: object) -> str:

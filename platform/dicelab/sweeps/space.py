@@ -373,9 +373,13 @@ class SweepPlan:
             set_dotted(data, key, overrides[key])
         return data, overrides
 
-    def trial_config(self, point: Point) -> ExperimentConfig:
+    def resolve(self, point: Point) -> tuple[ExperimentConfig, Point]:
+        """The trial's validated config, and its overrides (the point plus the tied keys)."""
         data, overrides = self.trial_data(point)
-        return config_from_dict(data, f"{self.source} (search point {_describe(overrides)})")
+        return config_from_dict(data, f"{self.source} (search point {_describe(overrides)})"), overrides
+
+    def trial_config(self, point: Point) -> ExperimentConfig:
+        return self.resolve(point)[0]
 
 
 def _lookup(data: dict[str, Any], key: str) -> Any:

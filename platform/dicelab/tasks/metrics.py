@@ -65,6 +65,8 @@ def tagging_metrics(gold: list[list[str]], predicted: list[list[str]]) -> tuple[
         "precision": float(precision_score(gold, predicted, zero_division=0)),
         "recall": float(recall_score(gold, predicted, zero_division=0)),
     }
+    if all(tag == "O" for tags in (*gold, *predicted) for tag in tags):
+        return metrics, {}  # no entity anywhere (seqeval's report would average an empty list)
     report = classification_report(gold, predicted, output_dict=True, zero_division=0)
     per_class = {
         entity: {

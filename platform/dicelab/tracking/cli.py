@@ -8,7 +8,7 @@ import socket
 import sys
 
 from dicelab.errors import TrackingError
-from dicelab.tracking.store import check_tracking, resolve_tracking_uri
+from dicelab.tracking.store import ARTIFACTS_DIR, check_tracking, resolve_tracking_uri, sqlite_path
 
 HOST = "127.0.0.1"  # never exposed beyond this machine; use infra/ for a shared server
 
@@ -31,9 +31,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             probe.bind((HOST, args.port))
         except OSError:
-            raise TrackingError(f"port {args.port} on {HOST} is in use (choose another with --port)") from None
+            raise TrackingError(f"port {args.port} on {HOST} is taken (choose another with --port)") from None
     print(f"MLflow UI for {uri} at http://{HOST}:{args.port} (Ctrl-C to stop)", flush=True)
-    # The UI replaces this process, so that stopping this process id stops the server.
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", HOST]
-    os.execv(sys.executable, [*command, "--port", str(args.port)])
+    # `mlflow ui` is `mlflow server` with 4 workers and a job runner; one worker starts faster and is plenty.
+    command = [
+        *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri),
+        *("--host", HOST, "--port", str(args.port), "--workers", "1"),
+        *("--artifacts-destination", str(sqlite_path(uri).parent / ARTIFACTS_DIR)),
+    ]
+    os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    # The server replaces this process, so that stopping this process id stops the server.
+    os.execv(sys.executable, command)
     return 0  # not reached

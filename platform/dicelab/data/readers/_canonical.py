@@ -75,12 +75,18 @@ def resolve_columns(
         if key in columns:
             found[key] = _lookup(table, by_name, columns[key])
             if found[key] is None:
-                raise DataError(f"{origin_of(table)}: missing column {columns[key]!r} (found: {_names(table)})")
+                raise DataError(
+                    f"{origin_of(table)}: missing column {columns[key]!r} (found: {_names(table)})"
+                )
             continue
         found[key] = next((by_name[name] for name in candidates if name in by_name), None)
         if found[key] is None and key not in OPTIONAL_COLUMNS:
             raise DataError(f"{origin_of(table)}: missing column {key!r} (found: {_names(table)})")
-    if family == "spans" and found["answers"] is None and None in (found["answer_texts"], found["answer_starts"]):
+    if (
+        family == "spans"
+        and found["answers"] is None
+        and None in (found["answer_texts"], found["answer_starts"])
+    ):
         raise DataError(f"{origin_of(table)}: missing column 'answers' (found: {_names(table)})")
     return found
 
@@ -146,7 +152,9 @@ def _spans(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFr
         table.index, column("id"), column("question"), column("context"),
         column("answers"), column("answer_texts"), column("answer_starts"), strict=True,
     )  # fmt: skip
-    for number, (location, raw_id, question, context, answers, answer_texts, answer_starts) in enumerate(rows, 1):
+    for number, (location, raw_id, question, context, answers, answer_texts, answer_starts) in enumerate(
+        rows, 1
+    ):
         question_id = str(number) if found["id"] is None else _text(raw_id)
         context = _text(context)
         if found["answers"] is not None:
@@ -175,7 +183,9 @@ def _answers(table: pd.DataFrame, location: Any, value: Any) -> tuple[list[str],
         )
     if _is_sequence(value) and all(isinstance(answer, Mapping) for answer in value):
         try:
-            return [str(answer["text"]) for answer in value], [int(answer["answer_start"]) for answer in value]
+            return [str(answer["text"]) for answer in value], [
+                int(answer["answer_start"]) for answer in value
+            ]
         except (KeyError, TypeError, ValueError):
             pass
     raise DataError(f"{where(table, location)}: answers must be {{text: [...], answer_start: [...]}}")

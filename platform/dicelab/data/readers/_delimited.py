@@ -55,7 +55,9 @@ def read_delimited(
 
 
 def _tsv_rows(text: str) -> list[Row]:
-    return [(line, [field.strip() for field in content.split("\t")]) for line, content in numbered_lines(text)]
+    return [
+        (line, [field.strip() for field in content.split("\t")]) for line, content in numbered_lines(text)
+    ]
 
 
 def _csv_rows(text: str, path: Path) -> list[Row]:

@@ -33,7 +33,9 @@ def read_squad(path: Path) -> pd.DataFrame:
                     rows.append(_question(paragraph["context"], qa))
     except (KeyError, TypeError) as error:
         raise DataError(f"{path}: question {len(rows) + 1}: missing SQuAD field {error}") from None
-    return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1), columns=["id", "question", "context", "answers"])
+    return pd.DataFrame(
+        rows, index=pd.RangeIndex(1, len(rows) + 1), columns=["id", "question", "context", "answers"]
+    )
 
 
 def _question(context: str, qa: dict[str, Any]) -> dict[str, Any]:

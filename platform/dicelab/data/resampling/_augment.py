@@ -90,12 +90,16 @@ class MentionIndex:
         """Sorted unique keys (row * n_mentions + mention) of the replaceable mentions of the rows in the
         boolean mask `rows`. With `shared`, a mention must occur in each text the pair has."""
         selected = rows[self.key // self.n_mentions]
-        in_a = np.unique(self.key[selected & (self.side == 0)])
-        in_b = np.unique(self.key[selected & (self.side == 1)])
+        in_a = _distinct(self.key[selected & (self.side == 0)])
+        in_b = _distinct(self.key[selected & (self.side == 1)])
         if not shared:
             return np.union1d(in_a, in_b)
         single_text = in_a[~has_text_b[in_a // self.n_mentions]]
         return np.union1d(np.intersect1d(in_a, in_b, assume_unique=True), single_text)
+
+
+def _distinct(sorted_keys: np.ndarray) -> np.ndarray:
+    return sorted_keys[np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])]
 
 
 class Augmenter:

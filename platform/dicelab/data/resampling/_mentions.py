@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
 
 from dicelab.errors import ConfigError
 
@@ -67,15 +68,16 @@ _STOPWORDS = (
 )
 _WORD = r"[A-Z][^\W_]+(?:[-&][^\W_]+)*"  # Python, USA, McDonald, Coca-Cola, AT&T
 _NOT_STOPWORD = rf"(?!(?:{_STOPWORDS.title()})(?![^\W_]|[-&]))"
-_PATTERN = re.compile(
-    r"(?P<number>(?<![\w.,])\d+(?:[.,]\d+)*(?![\w]|[.,]\d))"
-    rf"|(?P<run>(?<![\w&-]){_NOT_STOPWORD}{_WORD}(?: {_NOT_STOPWORD}{_WORD})*)"
+# A run of capitalised words; `lead` matches when the run starts a text or a sentence.
+_RUN = re.compile(
+    r"(?P<lead>(?:^|[.?!:])[ \t\"'“‘(\[]*)?"
+    rf"(?<![\w&-])(?P<words>{_NOT_STOPWORD}{_WORD}(?: {_NOT_STOPWORD}{_WORD})*)",
+    re.MULTILINE,
 )
-_YEAR = re.compile(r"(?:1[5-9]|20)\d\d")
-_LOWERCASE_WORD = re.compile(r"(?<![\w&-])[a-z][^\W_]*")
-_SEPARATOR = "\n"  # between texts in the corpus string; also ends a sentence
-_SENTENCE_END = frozenset("\n.?!:")
-_OPENERS = frozenset(" \t\"'“‘([")
+_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w]|[.,]\d)")
+_YEAR = r"(?:1[5-9]|20)\d\d"
+_TOKEN = re.compile(r"[^\W_]+(?:[-&][^\W_]+)*")
+_SEPARATOR = "\n"  # between texts in the corpus string
 
 
 class BuiltinExtractor:
@@ -85,68 +87,62 @@ class BuiltinExtractor:
 
     def extract(self, texts: Sequence[str]) -> Mentions:
         corpus = _SEPARATOR.join(texts)
-        offsets = np.zeros(len(texts), dtype=np.int64)
-        if len(texts) > 1:
-            offsets[1:] = np.cumsum([len(text) + 1 for text in texts[:-1]])
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        offsets = np.concatenate([[0], np.cumsum(lengths[:-1] + len(_SEPARATOR))]).astype(np.int64)
+        name_starts, names, name_kinds = _names(corpus)
+        number_starts, numbers = _matches(_NUMBER, corpus)
+        number_kinds = np.where(pd.Series(numbers, dtype=object).str.fullmatch(_YEAR), "YEAR", "NUMBER")
 
-        numbers: list[tuple[int, str]] = []
-        runs: list[tuple[int, str, bool]] = []
-        capitalised = Counter()  # capitalised words away from a sentence start
-        for match in _PATTERN.finditer(corpus):
-            start = match.start()
-            if match.lastgroup == "number":
-                numbers.append((start, match.group()))
-                continue
-            words = match.group().split(" ")
-            initial = _sentence_initial(corpus, start)
-            runs.append((start, match.group(), initial))
-            capitalised.update(words[1:] if initial else words)
-        lowercase = Counter(_LOWERCASE_WORD.findall(corpus))
-
-        is_name: dict[str, bool] = {}
-        for word, count in capitalised.items():
-            is_name[word] = count >= lowercase.get(word.lower(), 0)
-
-        starts: list[int] = []
-        kinds: list[str] = []
-        values: list[str] = []
-        for start, run, initial in runs:
-            words = run.split(" ")
-            if initial:  # capitalised because it starts a sentence: trim leading non-names
-                while words and not is_name.get(words[0], False):
-                    start += len(words[0]) + 1
-                    words = words[1:]
-            if not any(is_name.get(word, False) for word in words):
-                continue
-            starts.append(start)
-            kinds.append(_name_kind(words))
-            values.append(" ".join(words))
-        for start, number in numbers:
-            starts.append(start)
-            kinds.append("YEAR" if _YEAR.fullmatch(number) else "NUMBER")
-            values.append(number)
-
-        absolute = np.asarray(starts, dtype=np.int64)
+        absolute = np.concatenate([name_starts, number_starts])
         order = np.argsort(absolute, kind="stable")
         absolute = absolute[order]
+        values = np.concatenate([names, numbers])[order]
         text_index = np.searchsorted(offsets, absolute, side="right") - 1
-        start_in_text = absolute - offsets[text_index]
-        value_array = np.asarray(values, dtype=object)[order]
-        lengths = np.fromiter((len(value) for value in value_array), dtype=np.int64, count=len(value_array))
-        return Mentions(
-            text_index.astype(np.int64),
-            start_in_text,
-            start_in_text + lengths,
-            np.asarray(kinds, dtype=object)[order],
-            value_array,
-        )
+        start = absolute - offsets[text_index]
+        end = start + np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        kinds = np.concatenate([name_kinds, number_kinds.astype(object)])[order]
+        return Mentions(text_index.astype(np.int64), start, end, kinds, values)
 
 
-def _sentence_initial(corpus: str, start: int) -> bool:
-    index = start - 1
-    while index >= 0 and corpus[index] in _OPENERS:
-        index -= 1
-    return index < 0 or corpus[index] in _SENTENCE_END
+def _matches(pattern: re.Pattern[str], corpus: str) -> tuple[np.ndarray, np.ndarray]:
+    found = [(match.start(), match.group()) for match in pattern.finditer(corpus)]
+    starts = np.fromiter((start for start, _ in found), dtype=np.int64, count=len(found))
+    return starts, np.asarray([text for _, text in found], dtype=object).reshape(len(found))
+
+
+def _names(corpus: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start, text and type of every name: a run of capitalised words with at least one name in it."""
+    runs = [
+        (match.start("words"), match.group("words"), match.group("lead") is not None)
+        for match in _RUN.finditer(corpus)
+    ]
+    starts = np.fromiter((run[0] for run in runs), dtype=np.int64, count=len(runs))
+    values = np.asarray([run[1] for run in runs], dtype=object).reshape(len(runs))
+    initial = np.fromiter((run[2] for run in runs), dtype=bool, count=len(runs))
+
+    # Capitalised occurrences away from a sentence start vs lower-case occurrences, over the whole corpus.
+    tokens = Counter(_TOKEN.findall(corpus))
+    tokens.subtract(value.partition(" ")[0] for value in values[initial])
+    words = set(" ".join(values).split(" "))
+    is_name = {word: tokens[word] >= max(1, tokens[word.lower()]) for word in words}
+
+    # One-word runs (most of them) in bulk; longer runs word by word.
+    series = pd.Series(values, dtype=object)
+    single = ~series.str.contains(" ", regex=False).to_numpy(dtype=bool)
+    keep = np.zeros(len(values), dtype=bool)
+    keep[single] = series[single].map(is_name).to_numpy(dtype=bool)
+    kinds = np.where(series.str.isupper(), "ACRONYM", "NAME").astype(object)
+    for position in np.flatnonzero(~single):
+        run = values[position].split(" ")
+        if initial[position]:  # capitalised because it starts a sentence: trim leading non-names
+            while run and not is_name[run[0]]:
+                starts[position] += len(run[0]) + 1
+                run = run[1:]
+        if any(is_name[word] for word in run):
+            keep[position] = True
+            values[position] = " ".join(run)
+            kinds[position] = _name_kind(run)
+    return starts[keep], values[keep], kinds[keep]
 
 
 def _name_kind(words: list[str]) -> str:

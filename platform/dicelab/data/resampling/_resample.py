@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dicelab.data.hashing import frame_digest
 from dicelab.data.resampling._augment import Augmenter, MentionIndex, NewPairs, pair_key
 from dicelab.data.resampling._mentions import Extractor, make_extractor
 from dicelab.data.resampling._presets import Preset, Target, check_options, get_preset, resolve_target
@@ -98,7 +99,7 @@ def plan_resample(
         positive_rate=positive_rate,
         seed=seed,
         extractor=make_extractor(extractor) if adds else None,
-        input_fingerprint=content_fingerprint(frame),
+        input_fingerprint=frame_digest(frame),
     )
 
 
@@ -169,7 +170,7 @@ def _sample(rows: np.ndarray, want: int, plan: Plan, stream: str) -> np.ndarray:
 def _augment(plan: Plan, need: dict[str, int], is_positive: np.ndarray) -> dict[str, NewPairs]:
     frame = plan.frame
     texts_a: list[str] = frame["text_a"].astype(str).tolist()
-    texts_b: list[str | None] = [None if pd.isna(text) else str(text) for text in frame["text_b"].tolist()]
+    texts_b: list[str | None] = frame["text_b"].astype(object).where(frame["text_b"].notna(), None).tolist()
     assert plan.extractor is not None
     mentions = plan.extractor.extract(texts_a + [text or "" for text in texts_b])
     augmenter = Augmenter(MentionIndex(len(frame), mentions), texts_a, texts_b, _pair_keys(texts_a, texts_b))
@@ -237,22 +238,6 @@ def _binary_labels(frame: pd.DataFrame, positive_label: str) -> tuple[np.ndarray
     if not negatives:
         raise DataError(f"no negatives: every row has the positive label {positive_label!r}")
     return labels, negatives[0]
-
-
-def content_fingerprint(frame: pd.DataFrame) -> str:
-    """sha256 of the frame's columns (names, values, missing values), independent of its index."""
-    digest = hashlib.sha256()
-    for column in frame.columns:
-        values = frame[column]
-        missing = values.isna().to_numpy()
-        texts = values.astype(str).to_numpy(dtype=object)
-        texts[missing] = ""
-        digest.update(json.dumps(str(column)).encode())
-        digest.update(np.packbits(missing).tobytes())
-        # Lengths make the concatenation unambiguous whatever the texts contain.
-        digest.update(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())
-        digest.update("".join(texts.tolist()).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
 
 
 def _counts(labels: pd.Series | np.ndarray, plan: Plan) -> dict[str, int]:

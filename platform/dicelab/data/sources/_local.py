@@ -25,7 +25,9 @@ def local(config: ExperimentConfig) -> RawDataset:
         split: read_located(split_file(directory, name), family, data.format, data.columns)
         for split, name in data.splits.items()
     }
-    return RawDataset(family=family, splits=splits, label_names=[], fingerprint="", description=f"local {directory}")
+    return RawDataset(
+        family=family, splits=splits, label_names=[], fingerprint="", description=f"local {directory}"
+    )
 
 
 def split_file(directory: Path, name: str) -> Path:
@@ -36,7 +38,9 @@ def split_file(directory: Path, name: str) -> Path:
     candidates = [directory / f"{name}{suffix}" for suffix in FILE_SUFFIXES]
     found = [candidate for candidate in candidates if candidate.is_file()]
     if len(found) > 1:
-        raise DataError(f"{directory}: several files for {name!r} ({', '.join(p.name for p in found)}); name one")
+        raise DataError(
+            f"{directory}: several files for {name!r} ({', '.join(p.name for p in found)}); name one"
+        )
     if not found:
         raise DataError(f"{exact}: cannot read (no such file; also tried {', '.join(FILE_SUFFIXES)})")
     return found[0]

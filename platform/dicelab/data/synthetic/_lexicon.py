@@ -19,7 +19,16 @@ MALE_NAMES = (
     "Nikolai", "Hassan", "Diego", "Bruno", "Anton", "Erik", "Joseph",
 )  # fmt: skip
 # first names that are also places (see AMBIGUOUS_PLACES)
-AMBIGUOUS_FIRST_NAMES = ("Jordan", "Florence", "Lincoln", "Victoria", "Austin", "Chelsea", "Georgia", "Sydney")
+AMBIGUOUS_FIRST_NAMES = (
+    "Jordan",
+    "Florence",
+    "Lincoln",
+    "Victoria",
+    "Austin",
+    "Chelsea",
+    "Georgia",
+    "Sydney",
+)
 SURNAMES = (
     "Lopez", "Schmidt", "Novak", "Tanaka", "Johansson", "Rossi", "Kowalski", "Dubois", "Moreau", "Silva",
     "Costa", "Petrov", "Jensen", "Nielsen", "Fischer", "Weber", "Keller", "Brennan", "Murphy", "Walsh",

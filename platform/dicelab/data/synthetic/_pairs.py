@@ -1,11 +1,16 @@
-"""Paraphrase-like sentence pairs: label "1" when both sentences describe the same event.
+"""Paraphrase-like sentence pairs: label "1" when both sentences report the same event.
 
-An event has an agent, an action, a quantity of objects, a place and a time. Both sentences of a pair are
-realised independently (synonyms, word order, active or passive voice, an optional lead-in, sometimes one
-detail left out), so surface overlap is alike for both labels. A hard negative describes the same event
-with exactly one detail changed (another person, number, place, day, object or a contrasting action),
-an easy negative two unrelated events: telling duplicates from hard negatives needs comparing the two
-sentences detail by detail, never a single word.
+An event has an agent, an action, a quantity of objects, a place and a time; it may be negated ("did not
+buy") and may carry a second, extra action ("and 20 trucks were also sold"). The two sentences of a pair
+are worded independently (synonyms, word order, active or passive voice, a lead-in, sometimes the place or
+time left out). A negative pair is, like the non-paraphrases of MRPC and QQP:
+- "negated": one sentence denies what the other reports,
+- "extra": one sentence reports an extra action the other lacks,
+- "detail": one detail changed (another person, number, place, day, object or contrasting action),
+- "unrelated": two unrelated events.
+Positives are negated or carry an extra action too, in both sentences, so no word tells the classes apart:
+negation and extra actions only count when one sentence has them and the other does not, and changed
+details must be compared sentence to sentence (the hardest part, which keeps F1 well below 1).
 """
 
 from __future__ import annotations
@@ -15,51 +20,86 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from dicelab.data.synthetic._lexicon import CITIES, COUNTRIES, FEMALE_NAMES, MALE_NAMES, MONTHS, SURNAMES, WEEKDAYS
+from dicelab.data.synthetic._lexicon import (
+    CITIES,
+    COUNTRIES,
+    FEMALE_NAMES,
+    MALE_NAMES,
+    MONTHS,
+    SURNAMES,
+    WEEKDAYS,
+)
 from dicelab.data.synthetic._random import exact_shuffled_flags, pick
 
-EASY_NEGATIVE_SHARE = 0.2  # of the negatives; the rest are hard negatives
+NEGATIVE_KINDS = {"negated": 0.3, "extra": 0.3, "detail": 0.25, "unrelated": 0.15}  # shares of negatives
+NEGATED_RATE = 0.15  # events (of both labels) that are negated in both sentences
+EXTRA_RATE = 0.15  # events (of both labels) with an extra action in both sentences
 DROP_DETAIL_RATE = 0.2  # a sentence leaves out the place or the time (both labels alike)
 
-# action -> (active forms, passive participles); actions of one kind contrast with each other
-ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "buy": (("bought", "purchased", "acquired"), ("bought", "purchased", "acquired")),
-    "sell": (("sold", "offloaded"), ("sold", "offloaded")),
-    "order": (("ordered", "requested"), ("ordered", "requested")),
-    "rent": (("rented", "leased"), ("rented", "leased")),
-    "hire": (("hired", "recruited", "took on"), ("hired", "recruited", "taken on")),
-    "dismiss": (("laid off", "dismissed", "let go"), ("laid off", "dismissed", "let go")),
-    "train": (("trained", "coached"), ("trained", "coached")),
-    "build": (("built", "constructed"), ("built", "constructed")),
-    "demolish": (("demolished", "tore down"), ("demolished", "torn down")),
-    "open": (("opened", "launched"), ("opened", "launched")),
-    "close": (("closed", "shut down"), ("closed", "shut down")),
-}
+Verb = tuple[str, str, str]  # base, past, participle
+# action -> its synonymous verbs; the actions of one kind contrast with each other
+ACTIONS: dict[str, tuple[Verb, ...]] = {
+    "buy": (("buy", "bought", "bought"), ("purchase", "purchased", "purchased"),
+            ("acquire", "acquired", "acquired")),
+    "sell": (("sell", "sold", "sold"), ("offload", "offloaded", "offloaded")),
+    "order": (("order", "ordered", "ordered"), ("request", "requested", "requested")),
+    "rent": (("rent", "rented", "rented"), ("lease", "leased", "leased")),
+    "hire": (("hire", "hired", "hired"), ("recruit", "recruited", "recruited"),
+             ("take on", "took on", "taken on")),
+    "dismiss": (("lay off", "laid off", "laid off"), ("dismiss", "dismissed", "dismissed"),
+                ("fire", "fired", "fired")),
+    "train": (("train", "trained", "trained"), ("coach", "coached", "coached")),
+    "build": (("build", "built", "built"), ("construct", "constructed", "constructed")),
+    "demolish": (("demolish", "demolished", "demolished"), ("tear down", "tore down", "torn down")),
+    "open": (("open", "opened", "opened"), ("launch", "launched", "launched")),
+    "close": (("close", "closed", "closed"), ("shut down", "shut down", "shut down")),
+}  # fmt: skip
 # kind -> (its actions, its objects as synonym sets)
 KINDS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     "goods": (
         ("buy", "sell", "order", "rent"),
         (
-            ("cars", "vehicles", "automobiles"), ("laptops", "notebook computers"), ("trucks", "lorries"),
-            ("bicycles", "bikes"), ("phones", "handsets", "mobile phones"), ("tractors", "farm tractors"),
-            ("boats", "vessels"), ("buses", "coaches"), ("printers", "printing machines"),
-            ("generators", "power generators"), ("drones", "unmanned aircraft"), ("tablets", "tablet computers"),
+            ("cars", "vehicles", "automobiles"),
+            ("laptops", "notebook computers"),
+            ("trucks", "lorries"),
+            ("bicycles", "bikes"),
+            ("phones", "handsets", "mobile phones"),
+            ("tractors", "farm tractors"),
+            ("boats", "vessels"),
+            ("buses", "coaches"),
+            ("printers", "printing machines"),
+            ("generators", "power generators"),
+            ("drones", "unmanned aircraft"),
+            ("tablets", "tablet computers"),
         ),
     ),
     "staff": (
         ("hire", "dismiss", "train"),
         (
-            ("workers", "employees", "staff members"), ("engineers", "technicians"), ("nurses", "care workers"),
-            ("drivers", "chauffeurs"), ("teachers", "instructors"), ("pilots", "aviators"),
-            ("cooks", "chefs"), ("guards", "security officers"), ("clerks", "office workers"),
+            ("workers", "employees", "staff members"),
+            ("engineers", "technicians"),
+            ("nurses", "care workers"),
+            ("drivers", "chauffeurs"),
+            ("teachers", "instructors"),
+            ("pilots", "aviators"),
+            ("cooks", "chefs"),
+            ("guards", "security officers"),
+            ("clerks", "office workers"),
         ),
     ),
     "sites": (
         ("build", "demolish", "open", "close"),
         (
-            ("schools", "school buildings"), ("warehouses", "depots"), ("clinics", "health centres"),
-            ("stores", "shops"), ("factories", "plants"), ("offices", "branch offices"), ("hotels", "inns"),
-            ("bridges", "footbridges"), ("libraries", "public libraries"), ("stadiums", "sports grounds"),
+            ("schools", "school buildings"),
+            ("warehouses", "depots"),
+            ("clinics", "health centres"),
+            ("stores", "shops"),
+            ("factories", "plants"),
+            ("offices", "branch offices"),
+            ("hotels", "inns"),
+            ("bridges", "footbridges"),
+            ("libraries", "public libraries"),
+            ("stadiums", "sports grounds"),
         ),
     ),
 }
@@ -68,44 +108,53 @@ LEAD_INS = ("", "", "", "According to officials, ", "Reports say that ", "It was
 
 
 @dataclass(frozen=True)
-class Event:
-    agent: tuple[str, str]  # (full name, short form: "Ms. Lopez" / "Lopez Group")
-    kind: str
+class Action:
     action: str
     objects: tuple[str, ...]  # synonyms
     quantity: int
+
+
+@dataclass(frozen=True)
+class Event:
+    agent: tuple[str, str]  # (full name, short form: "Ms. Lopez" / "the Lopez company")
+    kind: str
+    main: Action
     place: str
     time: str  # "on Monday" / "in March"
+    negated: bool = False
+    extra: Action | None = None
 
 
 def generate_pairs(n: int, positive_rate: float, seed: int | list[int]) -> pd.DataFrame:
     """`n` pairs (text_a, text_b, label), round(n * positive_rate) of them labelled "1"."""
     rng = np.random.default_rng(seed)
+    kinds, shares = list(NEGATIVE_KINDS), list(NEGATIVE_KINDS.values())
     rows = []
     for positive in exact_shuffled_flags(n, positive_rate, rng):
         event = random_event(rng)
-        if positive:
-            other = event
-        elif rng.random() < EASY_NEGATIVE_SHARE:
-            other = random_event(rng)
-        else:
-            other = change_one_detail(event, rng)
+        other = event if positive else make_negative(event, kinds[rng.choice(len(kinds), p=shares)], rng)
+        if rng.random() < 0.5:
+            event, other = other, event  # the odd sentence is as often first as second
         rows.append((realise(event, rng), realise(other, rng), "1" if positive else "0"))
     return pd.DataFrame(rows, columns=["text_a", "text_b", "label"])
 
 
 def random_event(rng: np.random.Generator) -> Event:
     kind = pick(rng, tuple(KINDS))
-    actions, objects = KINDS[kind]
     return Event(
         agent=random_agent(rng),
         kind=kind,
-        action=pick(rng, actions),
-        objects=pick(rng, objects),
-        quantity=random_quantity(rng),
+        main=random_action(kind, rng),
         place=pick(rng, CITIES + COUNTRIES),
         time=random_time(rng),
+        negated=bool(rng.random() < NEGATED_RATE),
+        extra=random_action(kind, rng) if rng.random() < EXTRA_RATE else None,
     )
+
+
+def random_action(kind: str, rng: np.random.Generator) -> Action:
+    actions, objects = KINDS[kind]
+    return Action(pick(rng, actions), pick(rng, objects), random_quantity(rng))
 
 
 def random_agent(rng: np.random.Generator) -> tuple[str, str]:
@@ -125,8 +174,19 @@ def random_time(rng: np.random.Generator) -> str:
     return f"on {pick(rng, WEEKDAYS)}" if rng.random() < 0.6 else f"in {pick(rng, MONTHS)}"
 
 
+def make_negative(event: Event, kind: str, rng: np.random.Generator) -> Event:
+    """An event that `event` does not paraphrase, of the given kind of negative."""
+    if kind == "negated":
+        return replace(event, negated=not event.negated)
+    if kind == "extra":
+        return replace(event, extra=None if event.extra else random_action(event.kind, rng))
+    if kind == "unrelated":
+        return random_event(rng)
+    return change_one_detail(event, rng)
+
+
 def change_one_detail(event: Event, rng: np.random.Generator) -> Event:
-    """The same event with one detail changed to a different value (a hard negative)."""
+    """The same event with one detail changed to a different value."""
     detail = pick(rng, ("agent", "action", "objects", "quantity", "place", "time"))
     actions, objects = KINDS[event.kind]
     while True:
@@ -136,9 +196,9 @@ def change_one_detail(event: Event, rng: np.random.Generator) -> Event:
                 return changed  # a different surname, so even the short forms differ
             continue
         changed = {
-            "action": lambda: replace(event, action=pick(rng, actions)),
-            "objects": lambda: replace(event, objects=pick(rng, objects)),
-            "quantity": lambda: replace(event, quantity=random_quantity(rng)),
+            "action": lambda: replace(event, main=replace(event.main, action=pick(rng, actions))),
+            "objects": lambda: replace(event, main=replace(event.main, objects=pick(rng, objects))),
+            "quantity": lambda: replace(event, main=replace(event.main, quantity=random_quantity(rng))),
             "place": lambda: replace(event, place=pick(rng, CITIES + COUNTRIES)),
             "time": lambda: replace(event, time=random_time(rng)),
         }[detail]()
@@ -148,22 +208,28 @@ def change_one_detail(event: Event, rng: np.random.Generator) -> Event:
 
 def realise(event: Event, rng: np.random.Generator) -> str:
     """One sentence for `event`, with randomly chosen wording and order."""
-    active, passive = ACTIONS[event.action]
+    base, past, participle = pick(rng, ACTIONS[event.main.action])
     agent = event.agent[0] if rng.random() < 0.7 else event.agent[1]
-    objects = f"{event.quantity} {pick(rng, event.objects)}"
+    objects = f"{event.main.quantity} {pick(rng, event.main.objects)}"
     place, time = f"in {event.place}", event.time
     dropped = pick(rng, ("place", "time")) if rng.random() < DROP_DETAIL_RATE else None
     place, time = ("" if dropped == "place" else place), ("" if dropped == "time" else time)
+    verb = pick(rng, (f"did not {base}", f"never {past}")) if event.negated else past
     form = int(rng.integers(4))
     if form == 0:
-        words = [agent, pick(rng, active), objects, place, time]
+        words = [agent, verb, objects, place, time]
     elif form == 1:
-        words = [time + "," if time else "", agent, pick(rng, active), objects, place]
+        words = [time + "," if time else "", agent, verb, objects, place]
     elif form == 2:
-        words = [place + "," if place else "", agent, pick(rng, active), objects, time]
+        words = [place + "," if place else "", agent, verb, objects, time]
     else:
-        words = [objects, "were", pick(rng, passive), "by", agent, place, time]
+        were = pick(rng, ("were not", "were never")) if event.negated else "were"
+        words = [objects, were, participle, "by", agent, place, time]
     sentence = " ".join(word for word in words if word)
     if form in (0, 3):  # forms that read well after "Reports say that"
         sentence = pick(rng, LEAD_INS) + sentence
+    if event.extra is not None:
+        extra_participle = pick(rng, ACTIONS[event.extra.action])[2]
+        extra_objects = f"{event.extra.quantity} {pick(rng, event.extra.objects)}"
+        sentence += f", and {extra_objects} were also {extra_participle}"
     return sentence[0].upper() + sentence[1:] + "."

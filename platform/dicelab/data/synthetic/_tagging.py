@@ -1,7 +1,8 @@
 """NER-like sentences tagged in IOB2 with PER, LOC, ORG and MISC entities.
 
 Sentences are built from clauses: clauses with entities in a telling context ("{PER} said", "police in
-{LOC}", "{ORG} shares") and clauses without entities (capitalised non-entities: sentence starts, weekdays, titles such as "Prime Minister").
+{LOC}", "{ORG} shares") and clauses without entities; some capitalised words are no entities (sentence
+starts, weekdays, titles such as "Prime Minister").
 Entities come from gazetteers, some names are both people and places (Jordan, Florence), organisations
 embed place and person names ("Bank of Lyon", "Tanaka Motors") and lists ("{LOC} , {LOC} and {LOC}") carry
 no cue but their neighbours, so a tagger needs context as well as the word lists.
@@ -104,19 +105,20 @@ def generate_tagging(n: int, entity_density: float, seed: int | list[int]) -> pd
         for position in range(int(rng.integers(1, 4))):
             connector = pick(rng, CONNECTORS).split() if position else []
 
-            def distance(clause: tuple[list[str], list[str]], added: int = len(connector)) -> float:
-                share = (entity_tokens + _entities(clause[1])) / (total_tokens + added + len(clause[0]))
-                return abs(share - entity_density)
-
             candidates = [random_clause(rng, ENTITY_CLAUSES) for _ in range(2)]
             candidates += [random_clause(rng, PLAIN_CLAUSES) for _ in range(2)]
-            clause_tokens, clause_tags = min(candidates, key=distance)
+            shares = [
+                (entity_tokens + _entities(tags)) / (total_tokens + len(connector) + len(tokens))
+                for tokens, tags in candidates
+            ]
+            best = int(np.argmin([abs(share - entity_density) for share in shares]))
+            clause_tokens, clause_tags = candidates[best]
             tokens += connector + clause_tokens
             tags += ["O"] * len(connector) + clause_tags
             entity_tokens += _entities(clause_tags)
             total_tokens += len(connector) + len(clause_tokens)
         tokens[0] = tokens[0][0].upper() + tokens[0][1:]
-        rows.append((tokens + ["."], tags + ["O"]))
+        rows.append(([*tokens, "."], [*tags, "O"]))
         total_tokens += 1
     return pd.DataFrame(rows, columns=["tokens", "tags"])
 
@@ -147,7 +149,9 @@ def random_entity(slot: str, rng: np.random.Generator) -> tuple[str, list[str]]:
     if slot == "SURNAME":
         return "PER", [pick(rng, SURNAMES)]
     if slot == "PER":
-        first = pick(rng, AMBIGUOUS_FIRST_NAMES) if rng.random() < 0.15 else pick(rng, FEMALE_NAMES + MALE_NAMES)
+        first = (
+            pick(rng, AMBIGUOUS_FIRST_NAMES) if rng.random() < 0.15 else pick(rng, FEMALE_NAMES + MALE_NAMES)
+        )
         return "PER", [first, pick(rng, SURNAMES)] if rng.random() < 0.8 else [first]
     if slot == "LOC":
         roll = rng.random()

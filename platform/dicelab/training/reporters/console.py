@@ -27,7 +27,7 @@ class ConsoleReporter(Reporter):
 
     def __init__(self, *, quiet: bool = False, console: Console | None = None):
         self.quiet = quiet
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)
         self._progress: Progress | None = None
         self._task_id: Any = None
 

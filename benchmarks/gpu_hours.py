@@ -1,0 +1,81 @@
+"""Estimate the GPU hours of every paper sweep in experiments/paper/ (for experiments/README.md).
+
+Training compute per trial = 6 x parameters x tokens (forward + backward), tokens = training examples x
+epochs x max_length (the official scripts pad to max length, so this is what the paper paid), divided by an
+effective throughput. The default throughput is an assumption (100 TFLOP/s: an A100 in bf16 at ~32% MFU);
+pass `--tflops` with what you measure: `dicelab trial` logs train_samples_per_second, and
+tflops = 6 x parameters x max_length x samples_per_second / 1e12.
+
+    python benchmarks/gpu_hours.py [--tflops 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dicelab.config import load_config
+from dicelab.sweeps.space import plan_sweep
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments" / "paper"
+
+# Training-set sizes (examples, or tokenizer windows for MRC) of the public releases.
+TRAIN_EXAMPLES = {
+    "glue/mrpc": 3_668,
+    "glue/qqp": 363_846,
+    "glue/sst2": 67_349,
+    "SetFit/sst5": 8_544,
+    "conll2003": 14_041,
+    "data/en_ontonotes5": 59_924,
+    "data/zh_onto4": 15_724,
+    "squad": 88_641,  # windows at max length 384, stride 128
+    "squad_v2": 131_754,
+    "quoref": 58_000,  # long contexts: about three windows per question
+    "../shared/data/mrpc": 3_668,
+}
+# Sizes of the Table 8 QQP variants (the paper's counts).
+VARIANT_EXAMPLES = {
+    "original": 363_871,
+    "+positive": 458_477,
+    "+negative": 458_477,
+    "-negative": 269_165,
+    "+positive+negative": 458_477,
+}
+PARAMETERS = {
+    "bert-base-uncased": 110e6,
+    "bert-base-cased": 108e6,
+    "bert-base-chinese": 102e6,
+    "bert-large-uncased": 335e6,
+    "bert-large-cased": 333e6,
+    "xlnet-base-cased": 117e6,
+    "minilm": 22.7e6,
+}
+
+
+def estimate(path: Path, tflops: float) -> tuple[str, int, float]:
+    config = load_config(path)
+    plan = plan_sweep(config, str(path))
+    parameters = PARAMETERS[config.model.backbone]
+    dataset = config.data.name or config.data.path or ""
+    flops = 0.0
+    for point in plan.points():
+        trial = plan.trial_config(point)
+        examples = VARIANT_EXAMPLES[trial.data.variant] if "data.variant" in point else TRAIN_EXAMPLES[dataset]
+        tokens = examples * trial.train.epochs * trial.data.max_length
+        flops += 6 * parameters * tokens
+    return dataset, len(plan.points()), flops / (tflops * 1e12) / 3600
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tflops", type=float, default=100.0, help="effective training TFLOP/s of one GPU")
+    args = parser.parse_args()
+    print(f"| config | data | trials | GPU hours at {args.tflops:g} TFLOP/s |")
+    print("|---|---|---:|---:|")
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        dataset, trials, hours = estimate(path, args.tflops)
+        print(f"| {path.name} | {dataset} | {trials} | {hours:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Tokenized features cached on disk as Arrow, keyed by a fingerprint, built once per key.
+
+    features, hit = cached_features(key, build, cache_dir)
+
+`<cache_dir>/features/<fingerprint of key>/` holds a `DatasetDict.save_to_disk` directory and `key.json`
+(what it was built from, for people). A build writes into a temporary directory that is renamed into place
+when complete, under a file lock per key: trials racing for the same key build it once, the others wait
+and load it, and a failed or killed build leaves nothing behind that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import datasets
+from filelock import FileLock
+
+from dicelab.data.hashing import canonical_json, fingerprint
+
+FEATURES_DIR = "features"
+KEY_FILE = "key.json"
+
+
+def cached_features(
+    key: dict[str, Any],
+    build: Callable[[], dict[str, datasets.Dataset]],
+    cache_dir: str | Path,
+) -> tuple[dict[str, datasets.Dataset], bool]:
+    """The features for `key` (loaded memory-mapped from the cache) and whether they were already cached."""
+    root = Path(cache_dir) / FEATURES_DIR
+    target = root / fingerprint(key)
+    if target.is_dir():  # published by a rename, so complete
+        return _load(target), True
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if target.is_dir():  # built by another process while this one waited for the lock
+            return _load(target), True
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=root))
+        try:
+            datasets.DatasetDict(build()).save_to_disk(str(staging))
+            (staging / KEY_FILE).write_text(json.dumps(json.loads(canonical_json(key)), indent=2) + "\n")
+            os.chmod(staging, 0o755)  # mkdtemp makes it private; the published directory should not be
+            staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return _load(target), False
+
+
+def _load(directory: Path) -> dict[str, datasets.Dataset]:
+    return dict(datasets.load_from_disk(str(directory)))
+
+
+__all__ = ["cached_features", "fingerprint"]

@@ -1,0 +1,257 @@
+"""Driver-side Tune callbacks: MLflow records that match what Tune did, and the live view of the trials.
+
+Both are pickled by Tune with the experiment (that is how `--resume` gets them back), so clients and consoles
+are created lazily and never pickled.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow import MlflowClient
+from ray.tune import Callback
+from ray.tune.experiment import Trial
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from dicelab.config import flatten_config
+from dicelab.sweeps import records
+from dicelab.sweeps.trainable import SweepContext, point_of, run_name, trial_config
+from dicelab.tracking import conventions as names
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
+def trial_error_line(trial: Trial) -> str:
+    """The last "SomeError: message" line of the trial's traceback (one line, for the run's reason tag)."""
+    path = Path(trial.error_file) if trial.error_file else None
+    text = path.read_text(errors="replace") if path is not None and path.is_file() else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    return (errors or lines or ["the trial failed without an error message"])[-1]
+
+
+class _Lazy(Callback):
+    """State created in the driver process when the sweep runs, dropped when Tune pickles the callback."""
+
+    _transient: tuple[str, ...] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key not in self._transient}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for key in self._transient:
+            self.__dict__.setdefault(key, None)
+
+
+class TrialRecords(_Lazy):
+    """Keeps each trial's MLflow child run true to what Tune did, and remembers every trial's outcome.
+
+    - stopped by the scheduler (ASHA): the trial could not end its run; it becomes FINISHED / early_stopped,
+      with best_dev_* taken from its metric history;
+    - errored after its retries, or lost with its worker: FAILED with the error's last line (a run is
+      created if the trial died before creating its own, so every trial has one).
+    """
+
+    _transient = ("_client",)
+
+    def __init__(self, context: SweepContext, scheduler: str):
+        self.context, self.scheduler = context, scheduler
+        self.outcomes: dict[str, tuple[str, str | None]] = {}  # trial id -> (outcome, reason)
+        self._client: MlflowClient | None = None
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = MlflowClient(self.context.tracking_uri)
+        return self._client
+
+    def _find(self, trial: Trial):
+        context = self.context
+        return records.find_trial_run(self.client, context.experiment_id, context.sweep_id, trial.trial_id)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        run = self._find(trial)
+        if run is None:  # ended before it started (pending trials when a sweep stops)
+            return
+        outcome = run.data.tags.get(names.OUTCOME, names.COMPLETED)
+        reason = run.data.tags.get(names.REASON)
+        if run.info.status == records.RUNNING:  # Tune ended it from outside: only a scheduler does that
+            evaluations = trial.last_result.get("training_iteration", 0)
+            outcome = names.EARLY_STOPPED
+            reason = f"stopped by the {self.scheduler} scheduler after {evaluations} evaluations"
+            records.log_best_from_history(self.client, run, self.context.metric)
+            records.close_run(self.client, run.info.run_id, outcome, reason)
+        self.outcomes[trial.trial_id] = (outcome, reason)
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        reason = trial_error_line(trial)
+        run = self._find(trial)
+        if run is None:
+            config, overrides = trial_config(self.context, point_of(trial.config, self.context.plan))
+            run_id = records.create_trial_run(
+                self.client,
+                self.context.experiment_id,
+                run_name=run_name(overrides),
+                parent_run_id=self.context.parent_run_id,
+                tags=self.context.trial_tags(trial.trial_id),
+                params=flatten_config(config),
+            )
+            records.close_run(self.client, run_id, names.FAILED, reason)
+        elif run.info.status == records.RUNNING:
+            records.close_run(self.client, run.info.run_id, names.FAILED, reason)
+        else:
+            reason = run.data.tags.get(names.REASON, reason)
+        self.outcomes[trial.trial_id] = (names.FAILED, reason)
+
+
+_STYLE = {
+    "RUNNING": "cyan",
+    "PENDING": "dim",
+    "PAUSED": "dim",
+    names.COMPLETED: "green",
+    names.EARLY_STOPPED: "yellow",
+    names.FAILED: "red",
+    names.NON_FINITE: "red",
+}
+_MAX_FINISHED_ROWS = 12
+
+
+class SweepView(_Lazy):
+    """A live table of the trials (status, swept values, evaluations, latest and best metric).
+
+    On a terminal it redraws in place; elsewhere (CI, job logs) it prints one line per trial event.
+    """
+
+    _transient = ("_console", "_live", "_last_draw")
+
+    def __init__(self, context: SweepContext, trial_records: TrialRecords, where: str):
+        self.context, self.records, self.where = context, trial_records, where
+        self.best: dict[str, float] = {}  # trial id -> best value of the metric so far
+        self._console: Console | None = None
+        self._live: Live | None = None
+        self._last_draw = 0.0
+
+    # -- Tune hooks ------------------------------------------------------------------------------------
+
+    def setup(self, **info: Any) -> None:
+        self._console = Console()
+        if self._console.is_terminal:
+            self._live = Live(console=self._console, refresh_per_second=2, transient=False)
+            self._live.start()
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._log(trial, "started")
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any
+    ) -> None:
+        value = result.get(self.context.tune_metric)
+        if isinstance(value, int | float):
+            previous = self.best.get(trial.trial_id)
+            better = previous is None or (
+                value > previous if self.context.plan.search.mode == "max" else value < previous
+            )
+            if better:
+                self.best[trial.trial_id] = float(value)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._log(trial, self._status(trial))
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._log(trial, self._status(trial))
+
+    def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        now = time.monotonic()
+        if self._live is not None and now - self._last_draw > 0.5:
+            self._last_draw = now
+            self._live.update(self.render(trials))
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        if self._live is not None:
+            self._live.update(self.render(trials))
+            self._live.stop()
+        elif self._console is not None:
+            self._console.print(self.render(trials))
+
+    # -- rendering -------------------------------------------------------------------------------------
+
+    def _status(self, trial: Trial) -> str:
+        if trial.trial_id in self.records.outcomes:
+            return self.records.outcomes[trial.trial_id][0]
+        if trial.status == Trial.TERMINATED:
+            return names.COMPLETED
+        return names.FAILED if trial.status == Trial.ERROR else trial.status
+
+    def _overrides(self, trial: Trial) -> dict[str, Any]:
+        return self.context.plan.trial_data(point_of(trial.config, self.context.plan))[1]
+
+    def _log(self, trial: Trial, event: str) -> None:
+        if self._live is not None or self._console is None:
+            return
+        best = self.best.get(trial.trial_id)
+        metric = f"  best {self.context.tune_metric} {best:.4f}" if best is not None else ""
+        reason = self.records.outcomes.get(trial.trial_id, (None, None))[1]
+        because = f"  ({reason})" if reason and event != "started" else ""
+        line = Text(trial.trial_id, style=_STYLE.get(event, ""))
+        line.append(f" {event}: {run_name(self._overrides(trial))}{metric}{because}")
+        self._console.print(line, highlight=False)
+
+    def render(self, trials: list[Trial]) -> Group:
+        metric = self.context.tune_metric
+        statuses = {trial.trial_id: self._status(trial) for trial in trials}
+        counts: dict[str, int] = {}
+        for status in statuses.values():
+            counts[status] = counts.get(status, 0) + 1
+        summary = " · ".join(f"{count} {status.lower()}" for status, count in sorted(counts.items()))
+
+        running = [t for t in trials if statuses[t.trial_id] == "RUNNING"]
+        finished = [t for t in trials if statuses[t.trial_id] in records.STATUS_OF_OUTCOME]
+        sign = 1 if self.context.plan.search.mode == "max" else -1
+        finished.sort(key=lambda t: sign * self.best.get(t.trial_id, -sign * float("inf")), reverse=True)
+        shown = running + finished[:_MAX_FINISHED_ROWS]
+
+        keys: list[str] = []
+        rows = []
+        for trial in shown:
+            overrides = self._overrides(trial)
+            keys += [key for key in overrides if key not in keys]
+            rows.append((trial, overrides))
+        table = Table(title=f"sweep {self.context.sweep_name}: {summary}", title_justify="left", expand=False)
+        table.add_column("trial")
+        table.add_column("status")
+        for key in keys:
+            table.add_column(key.rsplit(".", 1)[-1] if key.count(".") else key, overflow="fold")
+        table.add_column("evals", justify="right")
+        table.add_column(metric, justify="right")
+        table.add_column(f"best {metric}", justify="right")
+        for trial, overrides in rows:
+            status = statuses[trial.trial_id]
+            latest = trial.last_result.get(metric)
+            best = self.best.get(trial.trial_id)
+            table.add_row(
+                trial.trial_id,
+                Text(status.lower(), style=_STYLE.get(status, "")),
+                *[_short(overrides.get(key, "")) for key in keys],
+                str(trial.last_result.get("training_iteration", "")),
+                f"{latest:.4f}" if isinstance(latest, int | float) else "",
+                f"{best:.4f}" if best is not None else "",
+            )
+        hidden = len(trials) - len(shown)
+        footer = Text(
+            f"{hidden} more trials (pending or below the best {_MAX_FINISHED_ROWS}) · " if hidden else ""
+        )
+        footer.append(self.where, style="dim")
+        return Group(table, footer)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,49 @@
+"""`dicelab sweep CONFIG`: run a sweep on a private local Ray, or on a cluster with --address."""
+
+from __future__ import annotations
+
+import argparse
+
+from dicelab.sweeps.driver import SweepOptions, run_sweep
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="sweep config (YAML with a search: section)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set train.epochs=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--address",
+        help="Ray cluster to join: auto (the cluster on this machine) or HOST:PORT; "
+        "default: $RAY_ADDRESS, else a new local Ray for this sweep",
+    )
+    parser.add_argument("--name", help="sweep name (MLflow experiment); default: the config's name")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the newest interrupted run of this sweep: finished trials are kept, "
+        "unfinished ones continue from their last checkpoint",
+    )
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: tracking.uri, $MLFLOW_TRACKING_URI, "
+        "sqlite:///<cwd>/.dicelab/mlflow.db)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_sweep(
+        SweepOptions(
+            config=args.config,
+            overrides=args.overrides,
+            address=args.address,
+            name=args.name,
+            resume=args.resume,
+            tracking_uri=args.tracking_uri,
+        )
+    )

@@ -1,0 +1,355 @@
+"""`dicelab sweep`: validate the sweep, open its MLflow parent run, start or join Ray, build the inputs once,
+run the trials through Ray Tune, and close the parent run with a summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, Run, RunTag
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config, load_config
+from dicelab.errors import ConfigError
+from dicelab.sweeps import records
+from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
+from dicelab.sweeps.state import SweepState
+from dicelab.tracking import check_tracking, ensure_experiment, resolve_tracking_uri
+from dicelab.tracking import conventions as names
+from dicelab.tracking.store import STORE_DIR
+
+RESULTS_DIR = "ray_results"
+VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
+
+
+@dataclass
+class SweepOptions:
+    config: str
+    overrides: list[str] = field(default_factory=list)
+    address: str | None = None  # None: $RAY_ADDRESS, else a new local Ray; "auto"; "HOST:PORT"
+    name: str | None = None
+    resume: bool = False
+    tracking_uri: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Config
+
+
+def load_sweep_config(options: SweepOptions) -> ExperimentConfig:
+    overrides = list(options.overrides)
+    if options.name:
+        overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
+    config = load_config(options.config, overrides)
+    if config.search is None:
+        raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
+    _absolute_paths(config)
+    return config
+
+
+def _absolute_paths(config: ExperimentConfig) -> None:
+    """Trials run in other directories (Tune's trial dirs, other nodes): relative paths are made absolute."""
+    data = config.data
+    data.cache_dir = str(Path(data.cache_dir).resolve())
+    if data.path is not None:
+        data.path = str(Path(data.path).resolve())
+    if Path(config.model.backbone).exists():
+        config.model.backbone = str(Path(config.model.backbone).resolve())
+
+
+def swept_keys(plan: SweepPlan) -> list[str]:
+    keys = [LOSS_KEY] if len(plan.branches) > 1 else []
+    for branch in plan.branches:
+        keys += [key for key in [*branch.dimensions, *branch.tied] if key not in keys]
+    if plan.seeds is not None:
+        keys.append(SEED_KEY)
+    return keys
+
+
+# ----------------------------------------------------------------------------------------------------------
+# MLflow parent run
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in VERSIONED_PACKAGES:
+        try:
+            found[f"version.{package}"] = version(package)
+        except PackageNotFoundError:
+            found[f"version.{package}"] = "not installed"
+    return found
+
+
+def open_parent_run(
+    client: MlflowClient, experiment_id: str, config: ExperimentConfig, plan: SweepPlan, sweep_id: str
+) -> str:
+    keys = swept_keys(plan)
+    search = plan.search
+    params = {key: value for key, value in flatten_config(config).items() if key not in keys}
+    params |= {
+        "search.algorithm": search.algorithm,
+        "search.scheduler": search.scheduler.name,
+        "search.trials": plan.num_trials,
+        "search.keys": ",".join(keys),
+        "search.seeds": search.seeds,
+        "search.metric": search.metric,
+        **_versions(),
+    }
+    tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
+    commit = _git_commit()
+    if commit:
+        tags[names.GIT_COMMIT] = commit
+    run = client.create_run(
+        experiment_id, run_name=f"{config.name} {time.strftime('%Y-%m-%d %H:%M')}", tags=tags
+    )
+    items = [Param(key, records.clip(value, 6000)) for key, value in params.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(run.info.run_id, params=items[start : start + 100])
+    client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
+    return run.info.run_id
+
+
+def close_parent_run(
+    client: MlflowClient, state: SweepState, runs: list[Run], metric: str, mode: str, interrupted: bool
+) -> Counter[str]:
+    """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
+    outcomes = Counter(run.data.tags.get(names.OUTCOME, "running") for run in runs)
+    values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
+    best = best_run(runs, metric, mode)
+    if best is not None:
+        values[names.best_metric(metric)] = best.data.metrics[names.best_metric(metric)]
+    now = int(time.time() * 1000)
+    client.log_batch(
+        state.parent_run_id,
+        metrics=[Metric(key, value, now, 0) for key, value in values.items()],
+        tags=[RunTag(names.PRIMARY_METRIC, metric)],
+    )
+    succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
+    status = records.KILLED if interrupted else records.FINISHED if succeeded else records.FAILED
+    client.set_terminated(state.parent_run_id, status=status)
+    return outcomes
+
+
+def best_run(runs: list[Run], metric: str, mode: str) -> Run | None:
+    key = names.best_metric(metric)
+    scored = [run for run in runs if key in run.data.metrics]
+    if not scored:
+        return None
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda run: run.data.metrics[key])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Ray
+
+
+def connect_ray(address: str | None) -> None:
+    """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray."""
+    import ray
+
+    import dicelab
+
+    quiet = {"logging_level": logging.WARNING, "configure_logging": True}
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        # "local", never None: None would join whatever cluster was started last on this machine.
+        ray.init(address="local", include_dashboard=False, **quiet)
+    elif address == "auto":
+        ray.init(address="auto", **quiet)
+    else:
+        # Ship this version of dicelab to the cluster's workers (small: the package directory only).
+        ray.init(address=address, runtime_env={"py_modules": [dicelab]}, **quiet)
+
+
+def prepare_shared_inputs(plan: SweepPlan, console: Console) -> tuple[dict[str, Any], list[Any]]:
+    """Build each distinct set of trial inputs once, in the driver, and put it in Ray's object store.
+
+    Returns ({inputs_key: ObjectRef}, the prepared TrialInputs' label names per group)."""
+    import ray
+
+    from dicelab.training import inputs_key, prepare_inputs
+
+    groups: dict[str, ExperimentConfig] = {}
+    for point in plan.probe_points():
+        config = plan.trial_config(point)
+        groups.setdefault(inputs_key(config), config)
+    refs: dict[str, Any] = {}
+    prepared = []
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        for index, (key, config) in enumerate(groups.items(), 1):
+            progress.add_task(
+                f"preparing inputs {index}/{len(groups)}: {_describe_inputs(config)}", total=None
+            )
+            inputs = prepare_inputs(config)
+            prepared.append((config, inputs.label_names))
+            refs[key] = ray.put(inputs)
+    console.print(f"inputs: {len(groups)} set(s) built once and shared through Ray's object store")
+    return refs, prepared
+
+
+def _describe_inputs(config: ExperimentConfig) -> str:
+    data = config.data
+    source = data.name or data.path or data.source
+    return f"{source} variant={data.variant} backbone={config.model.backbone}"
+
+
+def resolve_metric(plan: SweepPlan, prepared: list[Any]) -> str:
+    if plan.metric is not None:
+        return plan.metric
+    from dicelab.tasks import TASKS
+
+    metrics = {TASKS.get(config.task.name)().primary_metric(labels) for config, labels in prepared}
+    if len(metrics) != 1:
+        raise ConfigError(
+            f"{plan.source}: config key 'search.metric': trials have different primary metrics "
+            f"({', '.join(sorted(metrics))}); set search.metric"
+        )
+    return metrics.pop()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The sweep
+
+
+def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
+    """Run (or with options.resume continue) a sweep; the exit code: 0 when at least one trial succeeded,
+    1 when every trial failed, 130 when interrupted."""
+    import ray
+
+    console = console or Console()
+    config = load_sweep_config(options)
+    plan = plan_sweep(config, options.config)
+    storage = plan.search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
+    sweep_root = Path(storage).resolve() / config.name
+    config_yaml = config_to_yaml(config)
+    tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
+    check_tracking(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    state, directory = _start_or_resume(
+        client, config, plan, sweep_root, config_yaml, tracking_uri, options.resume
+    )
+    where = _mlflow_location(tracking_uri, state)
+
+    import dicelab
+
+    console.print(
+        f"sweep [bold]{config.name}[/] ({'resuming, ' if options.resume else ''}{plan.num_trials} trials, "
+        f"{plan.search.algorithm}, scheduler {plan.search.scheduler.name}) · dicelab {dicelab.__version__} "
+        f"from {Path(dicelab.__file__).parent}",
+        highlight=False,
+    )
+    console.print(where, highlight=False)
+    try:
+        connect_ray(options.address)
+        inputs, prepared = prepare_shared_inputs(plan, console)
+        metric = resolve_metric(plan, prepared)
+        grid = _fit(plan, state, metric, inputs, directory, where, options.resume)
+    except BaseException as error:
+        failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
+        client.set_terminated(state.parent_run_id, status=failed)
+        raise
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    interrupted = grid.num_terminated + grid.num_errors < len(grid)
+    runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
+    outcomes = close_parent_run(client, state, runs, metric, plan.search.mode, interrupted)
+
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "no trials ran"
+    console.print(f"trials: {counts}")
+    best = best_run(runs, metric, plan.search.mode)
+    if best is not None:
+        value = best.data.metrics[names.best_metric(metric)]
+        console.print(
+            f"best {names.best_metric(metric)} {value:.4f}: {best.info.run_name} (run {best.info.run_id})"
+        )
+    console.print(where, highlight=False)
+    if interrupted:
+        console.print(f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})")
+        return 130
+    return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
+
+
+def _start_or_resume(
+    client: MlflowClient,
+    config: ExperimentConfig,
+    plan: SweepPlan,
+    sweep_root: Path,
+    config_yaml: str,
+    tracking_uri: str,
+    resume: bool,
+) -> tuple[SweepState, Path]:
+    """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
+    if resume:
+        state, directory = SweepState.latest(sweep_root)
+        state.check_same_config(directory, config_yaml)
+        client.update_run(state.parent_run_id, status=records.RUNNING)
+        return state, directory
+    experiment_id = ensure_experiment(client, config.name)
+    sweep_id = SweepState.new_id()
+    parent_run_id = open_parent_run(client, experiment_id, config, plan, sweep_id)
+    digest = SweepState.digest(config_yaml)
+    state = SweepState(
+        sweep_id, config.name, experiment_id, parent_run_id, tracking_uri, digest, time.ctime()
+    )
+    directory = SweepState.new_directory(sweep_root, sweep_id)
+    state.save(directory, config_yaml)
+    return state, directory
+
+
+def _fit(
+    plan: SweepPlan,
+    state: SweepState,
+    metric: str,
+    inputs: dict[str, Any],
+    directory: Path,
+    where: str,
+    resume: bool,
+) -> Any:
+    from dicelab.sweeps.callbacks import SweepView, TrialRecords
+    from dicelab.sweeps.trainable import SweepContext
+    from dicelab.sweeps.tuning import build_tuner, restore_tuner
+
+    context = SweepContext(
+        plan=plan,
+        sweep_name=state.name,
+        sweep_id=state.sweep_id,
+        parent_run_id=state.parent_run_id,
+        experiment_id=state.experiment_id,
+        tracking_uri=state.tracking_uri,
+        metric=metric,
+        cpus_per_trial=plan.search.resources.cpu,
+    )
+    if resume:
+        tuner = restore_tuner(context, inputs, directory)
+    else:
+        trial_records = TrialRecords(context, plan.search.scheduler.name)
+        callbacks = [trial_records, SweepView(context, trial_records, where)]
+        tuner = build_tuner(context, inputs, directory, callbacks)
+    return tuner.fit()
+
+
+def _mlflow_location(tracking_uri: str, state: SweepState) -> str:
+    if tracking_uri.startswith("http"):
+        url = f"{tracking_uri.rstrip('/')}/#/experiments/{state.experiment_id}/runs/{state.parent_run_id}"
+        return f"MLflow: {url}"
+    return f"MLflow: experiment {state.name!r} in {tracking_uri} (browse: dicelab ui)"

@@ -1,0 +1,107 @@
+"""The MLflow runs of a sweep: finding, creating and closing the child run of a trial.
+
+A trial's child run is identified by its tags (sweep id + Tune trial id), never by process state, so a retried
+trial, a resumed sweep and the driver's own clean-up all find the same run and no run is ever duplicated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, Run, RunStatus, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
+
+from dicelab.tracking import conventions as names
+
+RUNNING = RunStatus.to_string(RunStatus.RUNNING)
+FINISHED = RunStatus.to_string(RunStatus.FINISHED)
+FAILED = RunStatus.to_string(RunStatus.FAILED)
+KILLED = RunStatus.to_string(RunStatus.KILLED)
+STATUS_OF_OUTCOME = {
+    names.COMPLETED: FINISHED,
+    names.EARLY_STOPPED: FINISHED,
+    names.FAILED: FAILED,
+    names.NON_FINITE: FAILED,
+}
+
+
+def clip(text: Any, limit: int = MAX_TAG_VAL_LENGTH) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _tags_equal(tags: dict[str, str]) -> str:
+    return " and ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items())
+
+
+def find_trial_run(client: MlflowClient, experiment_id: str, sweep_id: str, trial_id: str) -> Run | None:
+    runs = client.search_runs(
+        [experiment_id], filter_string=_tags_equal({names.SWEEP_ID: sweep_id, names.TRIAL_ID: trial_id})
+    )
+    return runs[0] if runs else None
+
+
+def trial_runs(client: MlflowClient, experiment_id: str, sweep_id: str) -> list[Run]:
+    """Every child run of a sweep (all pages)."""
+    runs: list[Run] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            filter_string=_tags_equal({names.SWEEP_ID: sweep_id, names.ROLE: names.ROLE_TRIAL}),
+            max_results=1000,
+            page_token=token,
+        )
+        runs += list(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def create_trial_run(
+    client: MlflowClient,
+    experiment_id: str,
+    *,
+    run_name: str,
+    parent_run_id: str,
+    tags: dict[str, str],
+    params: dict[str, Any],
+) -> str:
+    """A RUNNING child run under the sweep's parent, with its params (the trial's flattened config)."""
+    run = client.create_run(
+        experiment_id,
+        run_name=run_name,
+        tags={names.ROLE: names.ROLE_TRIAL, MLFLOW_PARENT_RUN_ID: parent_run_id, **tags},
+    )
+    items = [Param(key, clip(value, MAX_PARAM_VAL_LENGTH)) for key, value in params.items()]
+    for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
+        client.log_batch(run.info.run_id, params=items[start : start + 100])
+    return run.info.run_id
+
+
+def close_run(client: MlflowClient, run_id: str, outcome: str, reason: str | None) -> None:
+    """Record the outcome (tag, reason) and end the run with the matching status."""
+    tags = [RunTag(names.OUTCOME, outcome)]
+    if reason:
+        tags.append(RunTag(names.REASON, clip(reason)))
+    client.log_batch(run_id, tags=tags)
+    client.set_terminated(run_id, status=STATUS_OF_OUTCOME[outcome])
+
+
+def log_best_from_history(client: MlflowClient, run: Run, metric: str) -> None:
+    """best_dev_* and best_step of a run that was stopped from outside (the trial could not log them)."""
+    history = client.get_metric_history(run.info.run_id, names.dev_metric(metric))
+    if not history:
+        return
+    best = max(history, key=lambda point: (point.value, -point.step))
+    values = {names.BEST_STEP: float(best.step)}
+    for key in run.data.metrics:
+        if key.startswith(names.DEV_PREFIX):
+            history = client.get_metric_history(run.info.run_id, key)
+            at_best = [point.value for point in history if point.step == best.step]
+            if at_best:
+                values[names.best_metric(key.removeprefix(names.DEV_PREFIX))] = at_best[-1]
+    metrics = [Metric(key, value, best.timestamp, best.step) for key, value in values.items()]
+    client.log_batch(run.info.run_id, metrics=metrics)

@@ -1,0 +1,197 @@
+"""The Ray Tune trainable: a sweep trial is `run_trial`, as in `dicelab trial`, plus a Tune reporter.
+
+- Each evaluation is reported to Tune with a checkpoint of the full training state, so a crashed trial is
+  retried from its last evaluation (`search.max_failures`) and an interrupted sweep resumes (`--resume`).
+- The trial's MLflow child run is found by its tags (sweep id + trial id) before it is created, so retries
+  and resumes reopen the same run.
+- Deterministic failures are recorded and not retried: a non-finite loss (`TrialFailed`) or a user error
+  (`DicelabError`: e.g. a trial asking for CUDA on a CPU node) would fail the same way again, so the trial
+  ends its run as FAILED and returns. Any other exception (a crash, a lost worker) is raised to Tune, which
+  retries it from the last checkpoint up to `search.max_failures` times.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+from mlflow import MlflowClient
+from ray import tune
+from ray.tune.search.repeater import TRIAL_INDEX
+
+from dicelab.config import ExperimentConfig, flatten_config
+from dicelab.errors import DicelabError, TrialFailed
+from dicelab.sweeps import records
+from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, Point, SweepPlan
+from dicelab.tracking import conventions as names
+from dicelab.training import inputs_key, run_trial
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+from dicelab.training.reporters import MlflowReporter
+
+STATE_FILE = "trial_state.pt"
+POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: value}}
+RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """What every trial of a sweep shares (picklable; Tune stores it with the experiment for --resume)."""
+
+    plan: SweepPlan
+    sweep_name: str
+    sweep_id: str
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    metric: str  # the dev metric Tune optimises, without prefix ("f1")
+    cpus_per_trial: float
+
+    @property
+    def tune_metric(self) -> str:
+        return names.dev_metric(self.metric)
+
+    def trial_tags(self, trial_id: str) -> dict[str, str]:
+        return {names.SWEEP_NAME: self.sweep_name, names.SWEEP_ID: self.sweep_id, names.TRIAL_ID: trial_id}
+
+
+def point_of(tune_config: dict[str, Any], plan: SweepPlan) -> Point:
+    """The trial's point from its Tune config (a grid point, or Optuna's parameters plus a seed index)."""
+    if POINT_KEY in tune_config:
+        return dict(tune_config[POINT_KEY])
+    point = plan.point_from_params({key: value for key, value in tune_config.items() if key != TRIAL_INDEX})
+    if plan.seeds is not None:
+        point[SEED_KEY] = plan.seeds[tune_config.get(TRIAL_INDEX, 0)]
+    return point
+
+
+def run_name(overrides: Point) -> str:
+    """E.g. "tversky alpha=0.3 beta=0.7 seed=1": the loss, then the last part of each other swept key."""
+    parts = [str(overrides[LOSS_KEY])] if LOSS_KEY in overrides else []
+    parts += [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in overrides.items() if key != LOSS_KEY]
+    return " ".join(parts) or "trial"
+
+
+def trial_config(context: SweepContext, point: Point) -> tuple[ExperimentConfig, Point]:
+    """The trial's validated config and its overrides; torch threads default to the trial's CPUs."""
+    config, overrides = context.plan.resolve(point)
+    if config.train.num_threads is None:
+        config.train.num_threads = max(1, int(context.cpus_per_trial))
+    return config, overrides
+
+
+class TuneReporter(Reporter):
+    """Reports each evaluation to Tune (metrics + a checkpoint of the training state)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        result: dict[str, Any] = {
+            names.dev_metric(key): value
+            for key, value in evaluation.metrics.items()
+            if key != names.TRAIN_LOSS
+        }
+        result.update(evaluation.train_metrics)
+        result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
+        with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
+            torch.save(evaluation.state(), Path(directory) / STATE_FILE)
+            try:
+                tune.report(result, checkpoint=tune.Checkpoint.from_directory(directory))
+            except SystemExit:  # how Tune ends a trial it stopped (ASHA): finish as early-stopped instead
+                self.stopped = True
+
+    def should_stop(self) -> bool:
+        return self.stopped
+
+
+class TrialReporter(Reporter):
+    """Tune first, then MLflow; an evaluation Tune refused (trial already stopped) is not recorded."""
+
+    def __init__(self, tune_reporter: TuneReporter, mlflow_reporter: MlflowReporter):
+        self.tune, self.mlflow = tune_reporter, mlflow_reporter
+        self.ended = False
+
+    def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        self.mlflow.on_start(config, info)
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        self.tune.on_evaluation(evaluation)
+        if not self.tune.stopped:
+            self.mlflow.on_evaluation(evaluation)
+
+    def should_stop(self) -> bool:
+        return self.tune.should_stop()
+
+    def on_end(self, result: TrialResult) -> None:
+        self.ended = True
+        self.mlflow.on_end(result)
+
+
+def _open_run(
+    client: MlflowClient, context: SweepContext, trial_id: str, config: ExperimentConfig, overrides: Point
+) -> str:
+    """The trial's child run: the existing one (a retry or a resumed sweep) reopened, else a new one."""
+    run = records.find_trial_run(client, context.experiment_id, context.sweep_id, trial_id)
+    if run is None:
+        return records.create_trial_run(
+            client,
+            context.experiment_id,
+            run_name=run_name(overrides),
+            parent_run_id=context.parent_run_id,
+            tags=context.trial_tags(trial_id),
+            params=flatten_config(config),
+        )
+    for stale in (names.OUTCOME, names.REASON):  # from an earlier attempt; this one records its own
+        if stale in run.data.tags:
+            client.delete_tag(run.info.run_id, stale)
+    return run.info.run_id
+
+
+def _restored_state() -> dict[str, Any] | None:
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as directory:
+        return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=True)
+
+
+def one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
+    """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
+    config, overrides = trial_config(context, point_of(tune_config, context.plan))
+    trial_id = tune.get_context().get_trial_id()
+    client = MlflowClient(context.tracking_uri)
+    run_id = _open_run(client, context, trial_id, config, overrides)
+    reporter = TrialReporter(
+        TuneReporter(),
+        MlflowReporter(
+            context.tracking_uri,
+            context.sweep_name,
+            parent_run_id=context.parent_run_id,
+            tags=context.trial_tags(trial_id),
+            run_id=run_id,
+            log_predictions=config.tracking.log_predictions,
+        ),
+    )
+    try:
+        state = _restored_state()
+        if state is not None:
+            client.set_tag(run_id, RESTORED_FROM_STEP, str(state["progress"]["step"]))
+        key = inputs_key(config)
+        trial_inputs = ray.get(inputs[key]) if key in inputs else None  # else built here (disk cache)
+        run_trial(config, reporter, inputs=trial_inputs, resume_state=state)
+    except (TrialFailed, DicelabError) as error:
+        if not reporter.ended:
+            records.close_run(client, run_id, names.FAILED, one_line(error))
+    except BaseException as error:
+        if not reporter.ended:
+            records.close_run(client, run_id, names.FAILED, one_line(error))
+        raise

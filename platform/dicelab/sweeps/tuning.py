@@ -1,0 +1,96 @@
+"""Ray Tune wiring of a sweep plan: trainable with resources, search algorithm, scheduler, run config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from ray.tune.search import Repeater, Searcher
+
+from dicelab.sweeps.space import SweepPlan
+from dicelab.sweeps.trainable import POINT_KEY, SweepContext, tune_trial
+
+
+def trial_dirname(trial: Trial) -> str:
+    return trial.trial_id  # the default (config in the name) breaks on long points and odd characters
+
+
+def trainable(context: SweepContext, inputs: dict[str, Any]) -> Any:
+    resources = context.plan.search.resources
+    return tune.with_resources(
+        tune.with_parameters(tune_trial, context=context, inputs=inputs),
+        {"cpu": resources.cpu, "gpu": resources.gpu},
+    )
+
+
+def search_algorithm(plan: SweepPlan, metric: str) -> Searcher | None:
+    """Optuna TPE (seeded; repeated once per seed); None for grid / random (explicit points)."""
+    search = plan.search
+    if search.algorithm != "optuna":
+        return None
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher: Searcher = OptunaSearch(space=plan.suggest, metric=metric, mode=search.mode, seed=search.seed)
+    if plan.seeds is not None:
+        searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
+    return searcher
+
+
+def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
+    options = plan.search.scheduler
+    if options.name == "fifo":
+        return None
+    return ASHAScheduler(
+        time_attr="training_iteration",  # one iteration = one dev evaluation
+        max_t=options.max_t or epochs,
+        grace_period=options.grace_period,
+        reduction_factor=options.reduction_factor,
+    )
+
+
+def param_space(plan: SweepPlan) -> dict[str, Any]:
+    if plan.search.algorithm == "optuna":
+        return {}
+    return {POINT_KEY: tune.grid_search(plan.points())}
+
+
+def build_tuner(
+    context: SweepContext,
+    inputs: dict[str, Any],
+    directory: Path,
+    callbacks: list[tune.Callback],
+) -> tune.Tuner:
+    plan = context.plan
+    search = plan.search
+    return tune.Tuner(
+        trainable(context, inputs),
+        param_space=param_space(plan),
+        tune_config=tune.TuneConfig(
+            metric=context.tune_metric,
+            mode=search.mode,
+            search_alg=search_algorithm(plan, context.tune_metric),
+            scheduler=scheduler(plan, plan.base["train"]["epochs"]),
+            num_samples=plan.num_trials if search.algorithm == "optuna" else 1,
+            max_concurrent_trials=search.max_concurrent,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=directory.name,
+            storage_path=str(directory.parent),
+            failure_config=tune.FailureConfig(max_failures=search.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=callbacks,
+            verbose=0,
+        ),
+    )
+
+
+def restore_tuner(context: SweepContext, inputs: dict[str, Any], directory: Path) -> tune.Tuner:
+    """Continue an interrupted sweep: finished and errored trials stay as they are, unfinished ones continue
+    from their last checkpoint. The callbacks come back with the experiment."""
+    return tune.Tuner.restore(
+        str(directory), trainable(context, inputs), resume_unfinished=True, resume_errored=False
+    )

@@ -1,0 +1,112 @@
+import math
+
+import pytest
+
+from dicelab.analysis import _loading, load_runs
+from dicelab.analysis._store import default_tracking_uri
+from dicelab.errors import TrackingError
+
+
+def test_one_row_per_trial_with_typed_params_metrics_and_outcome(tracking_uri, sweep_log):
+    log = sweep_log("quick")
+    ok = log.trial(0.81, loss="tversky", seed=1, params={"loss.alpha": 0.3, "loss.beta": 0.7})
+    failed = log.trial(None, loss="dsc", seed=2, outcome="failed", reason="CUDA out of memory", history=[])
+
+    runs = load_runs("quick", tracking_uri)
+    trials = runs.trials.set_index("run_id")
+    assert len(trials) == 2
+    assert runs.report_run == log.parent_id and len(runs.parents) == 1
+    row = trials.loc[ok]
+    assert row["loss.alpha"] == 0.3 and row["train.seed"] == 1 and row["loss.name"] == "tversky"
+    assert row["best_dev_f1"] == 0.81 and row["dev_f1"] == pytest.approx(0.80)  # last evaluation
+    assert row["outcome"] == "completed" and row["status"] == "FINISHED" and row["metric"] == "f1"
+    assert row["parent_run_id"] == log.parent_id and row["sweep_id"] == "sweep-1"
+    assert trials.loc[failed, "outcome"] == "failed" and trials.loc[failed, "reason"] == "CUDA out of memory"
+    assert math.isnan(trials.loc[failed, "best_dev_f1"])
+    assert {"loss.alpha", "train.seed", "data.variant"} <= set(runs.param_columns)
+    assert {"best_dev_f1", "dev_f1", "epoch"} <= set(runs.metric_columns)
+    assert not any(column.startswith("_") for column in runs.trials.columns)
+
+
+def test_resumed_trial_keeps_its_newest_run(tracking_uri, sweep_log):
+    log = sweep_log("quick")
+    log.trial(0.70, trial_id="t1", outcome="failed", reason="preempted")
+    newest = log.trial(0.75, trial_id="t1")
+    log.trial(0.72, trial_id="t2")
+
+    runs = load_runs("quick", tracking_uri)
+    assert len(runs.trials) == 2 and runs.duplicates_dropped == 1
+    assert newest in set(runs.trials["run_id"])
+
+
+def test_sweep_invocations_are_pooled_or_selected(tracking_uri, sweep_log):
+    first = sweep_log("quick", sweep_id="a")
+    first.trial(0.7, trial_id="t1")
+    second = sweep_log("quick", sweep_id="b")
+    second.trial(0.8, trial_id="t1")  # the same trial id in another invocation is another trial
+
+    pooled = load_runs("quick", tracking_uri)
+    assert len(pooled.trials) == 2 and pooled.duplicates_dropped == 0
+    assert pooled.report_run == second.parent_id  # the newest parent
+
+    only_a = load_runs("quick", tracking_uri, sweep_ids=["a"])
+    assert list(only_a.trials["sweep_id"]) == ["a"] and only_a.report_run == first.parent_id
+
+    with pytest.raises(TrackingError, match=r"no sweep with id 'zzz'.*available: a, b"):
+        load_runs("quick", tracking_uri, sweep_ids=["zzz"])
+
+
+def test_pages_are_followed(tracking_uri, sweep_log, monkeypatch):
+    log = sweep_log("quick")
+    for seed in range(5):
+        log.trial(0.7 + seed / 100, seed=seed)
+    monkeypatch.setattr(_loading, "PAGE_SIZE", 2)
+    runs = load_runs("quick", tracking_uri)
+    assert sorted(runs.trials["train.seed"]) == [0, 1, 2, 3, 4]
+
+
+def test_runs_that_are_not_trials_are_counted_not_analyzed(tracking_uri, sweep_log):
+    log = sweep_log("quick")
+    log.trial(0.7)
+    log.client.create_run(log.experiment_id, run_name="someone's notebook")
+    runs = load_runs("quick", tracking_uri)
+    assert len(runs.trials) == 1 and runs.ignored_runs == 1
+
+
+def test_paper_numbers_come_from_the_parent_config_artifact(tracking_uri, sweep_log):
+    log = sweep_log("quick", paper={"metric": "f1", "results": {"ce": {"original": 91.3}}})
+    log.trial(0.9)
+    runs = load_runs("quick", tracking_uri)
+    assert runs.papers["quick"].result("ce", "original") == 91.3
+
+
+def test_paper_numbers_fall_back_to_parent_params(tracking_uri, sweep_log):
+    log = sweep_log("quick")  # its config.yaml has no paper section
+    log.client.log_param(log.parent_id, "paper.sensitivity.tversky.0.6", "84.67")
+    log.trial(0.9)
+    runs = load_runs("quick", tracking_uri)
+    assert runs.papers["quick"].sensitivity_at("tversky", 0.6) == 84.67
+
+
+def test_unknown_experiment_lists_the_available_ones(tracking_uri, sweep_log):
+    sweep_log("quickstart").trial(0.9)
+    sweep_log("table8").trial(0.9)
+    with pytest.raises(
+        TrackingError, match=r"no experiment 'quikstart'.*available: Default, quickstart, table8"
+    ):
+        load_runs("quikstart", tracking_uri)
+
+
+def test_a_missing_sqlite_store_is_an_error_not_a_new_empty_store(tmp_path):
+    path = tmp_path / "nothing" / "mlflow.db"
+    with pytest.raises(TrackingError, match="no MLflow store at"):
+        load_runs("quick", f"sqlite:///{path}")
+    assert not path.exists()
+
+
+def test_default_tracking_uri(monkeypatch, tmp_path):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_tracking_uri() == f"sqlite:///{tmp_path.resolve()}/.dicelab/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert default_tracking_uri() == "http://127.0.0.1:5000"
