@@ -80,6 +80,7 @@ port_is_free() {
     "$PYTHON" - "$1" <<'EOF'
 import socket, sys
 with socket.socket() as sock:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no conflict
     try:
         sock.bind(("127.0.0.1", int(sys.argv[1])))
     except OSError:
@@ -133,14 +134,11 @@ cmd_up() {
         done <"$PIDS_FILE"
         cmd_down >/dev/null  # leftovers of a cluster that died on its own
     fi
-    local var port
-    for var in DICELAB_RAY_PORT DICELAB_DASHBOARD_PORT DICELAB_MLFLOW_PORT; do
-        case "$var" in
-            DICELAB_RAY_PORT) port="$RAY_PORT" ;;
-            DICELAB_DASHBOARD_PORT) port="$DASHBOARD_PORT" ;;
-            DICELAB_MLFLOW_PORT) port="$MLFLOW_PORT" ;;
-        esac
-        port_is_free "$port" || die "port $port on 127.0.0.1 is in use; choose another with $var"
+    local setting
+    for setting in "DICELAB_RAY_PORT=$RAY_PORT" "DICELAB_DASHBOARD_PORT=$DASHBOARD_PORT" \
+        "DICELAB_MLFLOW_PORT=$MLFLOW_PORT"; do
+        port_is_free "${setting#*=}" \
+            || die "port ${setting#*=} on 127.0.0.1 is in use; choose another with ${setting%%=*}"
     done
     "$PYTHON" -c 'import ray, mlflow' 2>/dev/null || die "$PYTHON cannot import ray and mlflow; set DICELAB_PYTHON"
 
@@ -205,10 +203,14 @@ cmd_status() {
             all_alive=1
         fi
     done <"$PIDS_FILE"
-    echo "Ray dashboard / Jobs API: http://127.0.0.1:$DASHBOARD_PORT"
-    echo "Ray GCS address:          127.0.0.1:$RAY_PORT"
-    echo "MLflow UI / tracking URI: http://127.0.0.1:$MLFLOW_PORT"
-    if [[ -f "$ENV_FILE" ]]; then
+    if [[ -f "$ENV_FILE" ]]; then  # the addresses `up` used, whatever this shell's settings are
+        (
+            # shellcheck source=/dev/null
+            source "$ENV_FILE"
+            echo "Ray dashboard / Jobs API: $RAY_API_SERVER_ADDRESS"
+            echo "Ray GCS address:          $RAY_ADDRESS"
+            echo "MLflow UI / tracking URI: $MLFLOW_TRACKING_URI"
+        )
         echo "Client environment (source $ENV_FILE):"
         grep '^export' "$ENV_FILE" | sed 's/^/  /'
     fi
@@ -238,7 +240,7 @@ stop_session() {
         [[ -z "$(session_members "$pid")" ]] && break
         sleep 2
     done
-    echo "local-cluster: stopped $name (pid $pid) in ${SECONDS}s"
+    echo "local-cluster: stopped $name (pid $pid)"
 }
 
 cmd_down() {

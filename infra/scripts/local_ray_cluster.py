@@ -58,7 +58,8 @@ def wait_for_jobs_api(url: str, timeout: float, stop: threading.Event) -> bool:
             return True
         except Exception as error:  # connection refused / 503 while the dashboard modules start
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the Jobs API at {url} did not answer in {timeout:.0f}s: {error}") from error
+                message = f"the Jobs API at {url} did not answer in {timeout:.0f}s: {error}"
+                raise TimeoutError(message) from error
             stop.wait(1.0)
     return False
 

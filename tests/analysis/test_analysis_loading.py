@@ -1,8 +1,10 @@
 import math
 
+import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
-from dicelab.analysis import _loading, load_runs
+from dicelab.analysis import _run_tables, load_runs
 from dicelab.analysis._store import default_tracking_uri
 from dicelab.errors import TrackingError
 
@@ -60,7 +62,7 @@ def test_pages_are_followed(tracking_uri, sweep_log, monkeypatch):
     log = sweep_log("quick")
     for seed in range(5):
         log.trial(0.7 + seed / 100, seed=seed)
-    monkeypatch.setattr(_loading, "PAGE_SIZE", 2)
+    monkeypatch.setattr(_run_tables, "PAGE_SIZE", 2)
     runs = load_runs("quick", tracking_uri)
     assert sorted(runs.trials["train.seed"]) == [0, 1, 2, 3, 4]
 
@@ -110,3 +112,28 @@ def test_default_tracking_uri(monkeypatch, tmp_path):
     assert default_tracking_uri() == f"sqlite:///{tmp_path.resolve()}/.dicelab/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert default_tracking_uri() == "http://127.0.0.1:5000"
+
+
+def test_sql_tables_and_the_search_api_agree(tracking_uri, sweep_log):
+    log = sweep_log("quick")
+    log.trial(0.8, loss="tversky", params={"loss.alpha": 0.3})
+    log.trial(math.nan, loss="dsc", seed=1)
+    log.trial(math.inf, loss="ce", seed=2)
+    log.trial(None, loss="ce", seed=3, outcome="failed", reason="boom", history=[])
+    client = MlflowClient(tracking_uri)
+    fast = _run_tables._read_sql(tracking_uri, log.experiment_id)
+    slow = _run_tables._read_api(client, log.experiment_id, lambda n: None)
+    for name in ("info", "tags", "params", "metrics"):
+        a, b = (getattr(t, name).sort_values(list(getattr(t, name).columns[:2])).reset_index(drop=True)
+                for t in (fast, slow))  # fmt: skip
+        pd.testing.assert_frame_equal(a, b, check_dtype=False, obj=name)
+    run_ids = list(fast.info["run_id"])
+    histories = [
+        history.sort_values(["run_id", "step"], ignore_index=True)
+        for history in (
+            _run_tables._histories_sql(tracking_uri, run_ids, "dev_f1"),
+            _run_tables._histories_api(client, run_ids, "dev_f1"),
+        )
+    ]
+    pd.testing.assert_frame_equal(*histories, check_dtype=False)
+    assert histories[0]["value"].isna().sum() == 3  # the NaN trial's three evaluations

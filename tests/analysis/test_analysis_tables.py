@@ -137,12 +137,14 @@ def test_each_metric_gets_its_own_table(runs):
     assert em["mean"].iloc[0] == pytest.approx(64.0) and math.isnan(em["paper"].iloc[0])  # the paper is F1
 
 
-def test_excluding_early_stopped_trials_is_an_option(tracking_uri, sweep_log):
+def test_early_stopped_trials_count_unless_excluded_and_inf_never_does(tracking_uri, sweep_log):
     log = sweep_log("es")
     log.trial(0.8, seed=0)
     log.trial(0.6, seed=1, outcome="early_stopped", reason="ASHA")
+    log.trial(math.inf, seed=2)  # MLflow stores inf as the largest float: still not a usable value
     counted = ablation_table(load_runs("es", tracking_uri))
     assert counted["n"].item() == 2 and counted["mean"].item() == pytest.approx(70.0)
+    assert counted["n_missing"].item() == 1
     strict = ablation_table(load_runs("es", tracking_uri), AnalysisOptions(include_early_stopped=False))
     assert (
         strict["n"].item() == 1

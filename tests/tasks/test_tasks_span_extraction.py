@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from dicelab.errors import ConfigError, DataError
 from dicelab.losses import build_loss
 from dicelab.tasks import TASKS, SpanExtraction
-from dicelab.tasks._span_extraction import SpanDecoding
+from dicelab.tasks._span_extraction import SpanDecoding, _best_spans
 
 GREEK = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
@@ -215,3 +215,25 @@ def test_other_losses_see_one_binary_example_per_candidate_position(config, tiny
     assert task.training_loss(model, batch, build_loss("focal", gamma=0.0)).item() == pytest.approx(
         expected.item(), rel=1e-5
     )
+
+
+def test_best_span_search_is_exact():
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(6, 20, 2, generator=generator)
+    candidates = (torch.rand(6, 20, generator=generator) < 0.7).long()
+    candidates[:, 0] = 1  # [CLS]
+    candidates[5, 1:] = 0  # a window without context: no valid span
+    batch = {"candidate_mask": candidates, "cls_index": torch.zeros(6, dtype=torch.long)}
+    best, starts, ends, null = _best_spans(
+        scores, batch, SpanDecoding(max_answer_length=4, with_negative=True)
+    )
+    for row in range(6):
+        context = [t for t in range(1, 20) if candidates[row, t]]
+        spans = [(s, e) for s in context for e in context if 0 <= e - s < 4]
+        assert null[row] == pytest.approx((scores[row, 0, 0] + scores[row, 0, 1]).item())
+        if not spans:
+            assert best[row] == -float("inf")
+            continue
+        expected = max(spans, key=lambda span: (scores[row, span[0], 0] + scores[row, span[1], 1]).item())
+        assert (starts[row].item(), ends[row].item()) == expected
+        assert best[row] == pytest.approx((scores[row, expected[0], 0] + scores[row, expected[1], 1]).item())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,38 +12,40 @@ from typing import Any
 import mlflow
 import pandas as pd
 import yaml
-from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.analysis._paper import PaperNumbers, paper_from_config, paper_from_params
+from dicelab.analysis._run_tables import RunTables, read_histories, read_run_tables
 from dicelab.analysis._store import find_experiment, open_client, quiet_artifact_transfers
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 
+# Tags that become columns of every run row.
+TAG_COLUMNS = {
+    names.ROLE: "role",
+    "mlflow.parentRunId": "parent_run_id",
+    names.SWEEP_NAME: "sweep",
+    names.SWEEP_ID: "sweep_id",
+    names.TRIAL_ID: "trial_id",
+    names.OUTCOME: "outcome",
+    names.REASON: "reason",
+    names.PRIMARY_METRIC: "metric",
+}
 # Columns every trial row has besides its params (dotted keys) and metrics (MLflow metric names).
 META_COLUMNS = (
     "experiment",
     "run_id",
     "run_name",
-    "role",
-    "parent_run_id",
-    "sweep",
-    "sweep_id",
-    "trial_id",
+    *TAG_COLUMNS.values(),
     "status",
-    "outcome",
-    "reason",
-    "metric",
     "start_time",
     "end_time",
     "duration_s",
     "logged_metrics",  # names of the metrics the run logged (a logged NaN and a missing metric differ)
 )
-PARENT_RUN_TAG = "mlflow.parentRunId"
 ROLE_ANALYSIS = "analysis"  # the run that holds a report when an experiment has no parent run
-PAGE_SIZE = 10_000  # runs per search page (the SQLite store accepts up to 50,000)
 # MLflow status -> outcome, for runs the engine did not tag (still running, killed, older runs).
 _STATUS_OUTCOMES = {
     "FINISHED": names.COMPLETED,
@@ -53,7 +54,7 @@ _STATUS_OUTCOMES = {
     "SCHEDULED": "running",
     "KILLED": "killed",
 }
-_MISSING_PARAM_TEXT = {"", "None", "null", "none"}
+_MISSING_PARAM_TEXT = ["", "None", "null", "none"]
 
 
 @dataclass
@@ -92,22 +93,25 @@ def load_runs(
         raise TrackingError("no experiment to analyze")
     client, uri = open_client(tracking_uri)
     found = [find_experiment(client, name) for name in names_list]
-    records: list[dict[str, Any]] = []
+    tables: list[RunTables] = []
     with _progress(progress) as (bar, task):
         for experiment in found:
-            for page in _search_pages(client, experiment.experiment_id):
-                records.extend(_record(experiment.name, run) for run in page)
-                bar.update(task, description=f"loading runs: {len(records):,}")
-    frame = pd.DataFrame.from_records(records)
-    if frame.empty:
-        frame = pd.DataFrame(columns=[*META_COLUMNS, "_params"])
-    frame = frame.sort_values("start_time", ascending=False, kind="stable").reset_index(drop=True)
+            already = sum(len(table.info) for table in tables)
 
-    parents = frame[frame["role"] == names.ROLE_PARENT]
-    trials = frame[frame["role"] == names.ROLE_TRIAL]
-    ignored = int(len(frame) - len(parents) - len(trials) - (frame["role"] == ROLE_ANALYSIS).sum())
+            def show(count: int, already: int = already) -> None:
+                bar.update(task, description=f"loading runs: {already + count:,}")
+
+            tables.append(read_run_tables(client, experiment.experiment_id, show))
+    runs = pd.concat(
+        [_runs_frame(experiment.name, table) for experiment, table in zip(found, tables, strict=True)],
+        ignore_index=True,
+    ).sort_values("start_time", ascending=False, kind="stable")
+
+    parents = runs[runs["role"] == names.ROLE_PARENT]
+    trials = runs[runs["role"] == names.ROLE_TRIAL]
+    ignored = int((~runs["role"].isin([names.ROLE_PARENT, names.ROLE_TRIAL, ROLE_ANALYSIS])).sum())
     if sweep_ids:
-        known = sorted(set(frame["sweep_id"].dropna()))
+        known = sorted(set(runs["sweep_id"].dropna()))
         missing = [sweep_id for sweep_id in sweep_ids if sweep_id not in known]
         if missing:
             raise TrackingError(
@@ -118,17 +122,22 @@ def load_runs(
         trials = trials[trials["sweep_id"].isin(sweep_ids)]
     trials, dropped = _dedupe(trials)
 
-    param_columns = sorted(set().union(*trials["_params"])) if len(trials) else []
-    metric_columns = sorted(set().union(*trials["logged_metrics"])) if len(trials) else []
-    # Keep only the columns the trials use (parents log sweep-level params of their own).
-    trials = _typed_params(trials[[*META_COLUMNS, *param_columns, *metric_columns]], param_columns)
-    parents = parents[list(META_COLUMNS)].reset_index(drop=True)
+    keep = set(trials["run_id"])
+    params = pd.concat([t.params for t in tables], ignore_index=True)
+    metrics = pd.concat([t.metrics for t in tables], ignore_index=True)
+    params, metrics = params[params["run_id"].isin(keep)], metrics[metrics["run_id"].isin(keep)]
+    param_columns, metric_columns = sorted(params["key"].unique()), sorted(metrics["key"].unique())
+    logged = metrics.groupby("run_id")["key"].agg(frozenset)
+    trials = trials.assign(logged_metrics=trials["run_id"].map(logged).apply(_as_set))
+    trials = trials.join(_wide(params).reindex(columns=param_columns), on="run_id")
+    trials = trials.join(_wide(metrics).reindex(columns=metric_columns), on="run_id")
+    trials = _typed_params(trials, param_columns)
 
     notes: list[str] = []
     papers = {}
     for experiment in found:
         own = parents[parents["experiment"] == experiment.name]
-        paper, paper_notes = _paper_of(client, own.iloc[0]) if not own.empty else (PaperNumbers(), [])
+        paper, paper_notes = _paper_of(client, own.iloc[0]["run_id"]) if len(own) else (PaperNumbers(), [])
         papers[experiment.name] = paper
         notes.extend(f"{experiment.name}: {note}" for note in paper_notes)
     return RunSet(
@@ -136,7 +145,7 @@ def load_runs(
         experiments=names_list,
         experiment_ids={experiment.name: experiment.experiment_id for experiment in found},
         trials=trials.reset_index(drop=True),
-        parents=parents,
+        parents=parents.drop(columns="logged_metrics").reset_index(drop=True),
         param_columns=param_columns,
         metric_columns=metric_columns,
         papers=papers,
@@ -146,65 +155,42 @@ def load_runs(
     )
 
 
-def load_histories(
-    runs: RunSet, run_ids: Sequence[str], metric_key: str, *, progress: bool = False
-) -> pd.DataFrame:
+def load_histories(runs: RunSet, run_ids: Sequence[str], metric_key: str) -> pd.DataFrame:
     """Every logged value of `metric_key` for the given runs: columns run_id, step, value."""
-    client = MlflowClient(tracking_uri=runs.tracking_uri)
-    rows: list[tuple[str, int, float]] = []
-    with _progress(progress, total=len(run_ids)) as (bar, task):
-        for run_id in run_ids:
-            try:
-                history = client.get_metric_history(run_id, metric_key)
-            except MlflowException as error:
-                raise TrackingError(f"cannot read {metric_key} of run {run_id}: {error}") from None
-            rows.extend((run_id, point.step, point.value) for point in history)
-            bar.update(task, advance=1, description=f"loading {metric_key} curves")
-    return pd.DataFrame(rows, columns=["run_id", "step", "value"])
+    return read_histories(MlflowClient(tracking_uri=runs.tracking_uri), list(run_ids), metric_key)
 
 
-def _search_pages(client: MlflowClient, experiment_id: str) -> Iterator[list[Run]]:
-    token: str | None = None
-    while True:
-        try:
-            page = client.search_runs(
-                [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE, page_token=token
-            )
-        except MlflowException as error:
-            raise TrackingError(f"cannot search runs in {client.tracking_uri}: {error}") from None
-        yield list(page)
-        token = page.token
-        if not token:
-            return
+def _runs_frame(experiment: str, tables: RunTables) -> pd.DataFrame:
+    """One row per run: its info and the tags analysis reads."""
+    info = tables.info
+    tags = tables.tags[tables.tags["key"].isin(list(TAG_COLUMNS))]
+    tag_columns = _wide(tags).reindex(columns=list(TAG_COLUMNS)).rename(columns=TAG_COLUMNS)
+    frame = info.join(tag_columns, on="run_id")
+    start = pd.to_datetime(frame["start_time"], unit="ms", utc=True)
+    end = pd.to_datetime(frame["end_time"], unit="ms", utc=True)
+    status = frame["status"].astype(str)
+    return frame.assign(
+        experiment=experiment,
+        status=status,
+        outcome=frame["outcome"].fillna(status.map(_STATUS_OUTCOMES)).fillna(status.str.lower()),
+        start_time=start,
+        end_time=end,
+        duration_s=(end - start).dt.total_seconds(),
+        logged_metrics=None,
+    )[list(META_COLUMNS)]
 
 
-def _record(experiment: str, run: Run) -> dict[str, Any]:
-    info, tags = run.info, run.data.tags
-    status = info.status if isinstance(info.status, str) else str(info.status)
-    start = pd.Timestamp(info.start_time, unit="ms", tz="UTC") if info.start_time else pd.NaT
-    end = pd.Timestamp(info.end_time, unit="ms", tz="UTC") if info.end_time else pd.NaT
-    record: dict[str, Any] = {
-        "experiment": experiment,
-        "run_id": info.run_id,
-        "run_name": info.run_name,
-        "role": tags.get(names.ROLE),
-        "parent_run_id": tags.get(PARENT_RUN_TAG),
-        "sweep": tags.get(names.SWEEP_NAME),
-        "sweep_id": tags.get(names.SWEEP_ID),
-        "trial_id": tags.get(names.TRIAL_ID),
-        "status": status,
-        "outcome": tags.get(names.OUTCOME) or _STATUS_OUTCOMES.get(status, status.lower()),
-        "reason": tags.get(names.REASON),
-        "metric": tags.get(names.PRIMARY_METRIC),
-        "start_time": start,
-        "end_time": end,
-        "duration_s": (end - start).total_seconds() if info.start_time and info.end_time else math.nan,
-        "logged_metrics": frozenset(run.data.metrics),
-        "_params": tuple(run.data.params),
-    }
-    record.update(run.data.params)
-    record.update(run.data.metrics)
-    return record
+def _wide(long: pd.DataFrame) -> pd.DataFrame:
+    """(run_id, key, value) rows -> one row per run_id, one column per key."""
+    if long.empty:
+        return pd.DataFrame(index=pd.Index([], name="run_id"))
+    return long.drop_duplicates(subset=["run_id", "key"], keep="last").pivot(
+        index="run_id", columns="key", values="value"
+    )
+
+
+def _as_set(value: Any) -> frozenset[str]:
+    return value if isinstance(value, frozenset) else frozenset()
 
 
 def _dedupe(trials: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -219,20 +205,18 @@ def _typed_params(trials: pd.DataFrame, param_columns: list[str]) -> pd.DataFram
     """MLflow stores params as text: numbers become floats, "None" becomes missing, the rest stays text."""
     typed = {}
     for column in param_columns:
-        if column not in trials.columns:
-            continue
         text = trials[column].where(~trials[column].isin(_MISSING_PARAM_TEXT))
         numbers = pd.to_numeric(text, errors="coerce")
         typed[column] = numbers if numbers.notna().sum() == text.notna().sum() else text
     return trials.assign(**typed) if typed else trials
 
 
-def _paper_of(client: MlflowClient, parent: pd.Series) -> tuple[PaperNumbers, list[str]]:
+def _paper_of(client: MlflowClient, parent_run_id: str) -> tuple[PaperNumbers, list[str]]:
     """The `paper:` section of a sweep: its config.yaml artifact, else `paper.*` params of the parent run."""
     with tempfile.TemporaryDirectory() as scratch, quiet_artifact_transfers():
         try:
             path = mlflow.artifacts.download_artifacts(
-                run_id=parent["run_id"],
+                run_id=parent_run_id,
                 artifact_path=names.CONFIG_ARTIFACT,
                 dst_path=scratch,
                 tracking_uri=client.tracking_uri,
@@ -242,12 +226,11 @@ def _paper_of(client: MlflowClient, parent: pd.Series) -> tuple[PaperNumbers, li
             config = None
     if isinstance(config, dict) and config.get("paper") is not None:
         return paper_from_config(config["paper"])
-    params = client.get_run(parent["run_id"]).data.params
-    return paper_from_params(params)
+    return paper_from_params(client.get_run(parent_run_id).data.params)
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool, total: int | None = None) -> Iterator[tuple[Progress, Any]]:
+def _progress(enabled: bool) -> Iterator[tuple[Progress, Any]]:
     columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
     with Progress(*columns, transient=True, disable=not enabled) as bar:
-        yield bar, bar.add_task("loading runs", total=total)
+        yield bar, bar.add_task("loading runs", total=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,7 +73,8 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
             raw[positions] = pd.to_numeric(frame.loc[rows, column], errors="coerce").to_numpy(dtype=float)
             present[positions] = [column in logged for logged in frame.loc[rows, "logged_metrics"]]
     counted = frame["outcome"].isin(options.counted_outcomes).to_numpy()
-    finite = np.isfinite(raw)
+    # MLflow stores +-inf as +-float max, so those count as infinite too.
+    finite = np.isfinite(raw) & (np.abs(raw) < sys.float_info.max)
     frame["exclusion"] = np.select(
         [~counted, ~present, ~finite],
         [frame["outcome"].astype(str), "metric not logged", "metric is NaN or inf"],

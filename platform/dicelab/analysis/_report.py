@@ -64,7 +64,6 @@ def build_report(
     options: AnalysisOptions | None = None,
     *,
     log_to_mlflow: bool = True,
-    progress: bool = False,
 ) -> Report:
     """Write report.md, report.html, figures/*.png and the CSVs to `out_dir` (replacing an older report
     there, never anything else), then log the folder under `report/` of the sweep's newest parent run."""
@@ -75,7 +74,7 @@ def build_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        writer = _ReportWriter(runs, options, staging, progress)
+        writer = _ReportWriter(runs, options, staging)
         document = writer.write()
         (staging / "report.md").write_text(document.to_markdown(staging), encoding="utf-8")
         (staging / "report.html").write_text(document.to_html(), encoding="utf-8")
@@ -89,8 +88,8 @@ def build_report(
 
 
 class _ReportWriter:
-    def __init__(self, runs: RunSet, options: AnalysisOptions, root: Path, progress: bool):
-        self.runs, self.options, self.root, self.progress = runs, options, root, progress
+    def __init__(self, runs: RunSet, options: AnalysisOptions, root: Path):
+        self.runs, self.options, self.root = runs, options, root
         self.obs = observations(runs, options)
         self.lines = list(curve_lines(self.obs, runs))
         self.curves = curves_from_lines(self.lines, runs, options)
@@ -386,7 +385,7 @@ class _ReportWriter:
         blocks = []
         for metric in sorted({key[2] for key, *_ in groups}):
             run_ids = [rid for key, rows, *_ in groups if key[2] == metric for rid in rows["run_id"]]
-            history = load_histories(self.runs, run_ids, names.dev_metric(metric), progress=self.progress)
+            history = load_histories(self.runs, run_ids, names.dev_metric(metric))
             for (experiment, task, _metric, loss), rows, best, total in (
                 g for g in groups if g[0][2] == metric
             ):

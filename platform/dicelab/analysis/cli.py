@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         [args.experiment, *args.compare], args.tracking_uri, sweep_ids=args.sweep_ids, progress=interactive
     )
     with console.status("writing the report", spinner="dots") if interactive else contextlib.nullcontext():
-        report = build_report(runs, args.out, options, log_to_mlflow=not args.no_log, progress=interactive)
+        report = build_report(runs, args.out, options, log_to_mlflow=not args.no_log)
     outcomes = runs.trials["outcome"].value_counts()
     counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "no trials"
     print(f"{', '.join(runs.experiments)}: {len(runs.trials)} trials ({counts})")

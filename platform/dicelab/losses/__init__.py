@@ -1,4 +1,4 @@
-"""The six training losses of the paper, as pure functions (`dicelab.losses.functional`), modules and a registry.
+"""The six training losses of the paper: pure functions (`dicelab.losses.functional`), modules, a registry.
 
     loss = build_loss("dsc", alpha=0.5, level="batch")
     loss(logits, target)  # logits (N,) / (N, 1) binary, (N, C) or (B, L, C) softmax; a scalar tensor

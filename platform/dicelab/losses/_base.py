@@ -15,7 +15,7 @@ from dicelab.registry import Registry
 
 
 class Loss(nn.Module):
-    """A registered loss: keyword-only parameters, checked on construction; `loss(logits, target)` is a scalar.
+    """A registered loss: keyword-only parameters checked on construction; `loss(logits, target)` is a scalar.
 
     Subclasses put the keyword arguments of their pure function in `self.options`; tensors that must follow
     the module across devices (class weights) are buffers instead.
@@ -67,4 +67,3 @@ def validate_loss_params(name: str, params: Mapping[str, Any]) -> None:
     """Check a loss config exactly as `build_loss` would, without data: parameters that the trainer
     supplies from the training split (wce's `class_counts`) may be absent."""
     _loss_class(name, params).validate(params)
-

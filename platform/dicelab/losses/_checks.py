@@ -13,14 +13,22 @@ LEVELS = ("example", "batch")
 CLASS_REDUCTIONS = ("mean", "sum")
 
 
-def number(name: str, value: Any, *, minimum: float | None = None, above: float | None = None,
-           maximum: float | None = None) -> float:
+def number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+) -> float:
     """A finite real number; `minimum` and `maximum` are inclusive bounds, `above` an exclusive one."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{name} must be a finite number, got {value!r}")
     value = float(value)
-    if (minimum is not None and value < minimum) or (above is not None and value <= above) or (
-        maximum is not None and value > maximum
+    if (
+        (minimum is not None and value < minimum)
+        or (above is not None and value <= above)
+        or (maximum is not None and value > maximum)
     ):
         low = f"[{minimum:g}" if minimum is not None else f"({above:g}" if above is not None else "(-inf"
         high = f"{maximum:g}]" if maximum is not None else "inf)"
@@ -46,8 +54,9 @@ def choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
-def numbers(name: str, value: Any, *, minimum: float | None = None, above: float | None = None,
-            min_length: int = 1) -> tuple[float, ...]:
+def numbers(
+    name: str, value: Any, *, minimum: float | None = None, above: float | None = None, min_length: int = 1
+) -> tuple[float, ...]:
     """A list (or array / tensor) of finite numbers, each checked like `number`."""
     if hasattr(value, "tolist"):  # numpy arrays and tensors
         value = value.tolist()

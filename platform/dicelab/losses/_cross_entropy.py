@@ -27,8 +27,9 @@ def cross_entropy(logits: Tensor, target: Tensor, *, ignore_index: int = -100) -
         return F.cross_entropy(inputs.logits, inputs.target)
 
 
-def weighted_cross_entropy(logits: Tensor, target: Tensor, *, class_weights: Sequence[float] | Tensor,
-                           ignore_index: int = -100) -> Tensor:
+def weighted_cross_entropy(
+    logits: Tensor, target: Tensor, *, class_weights: Sequence[float] | Tensor, ignore_index: int = -100
+) -> Tensor:
     """-(1/N) sum_i alpha_{y_i} log p_{y_i}: divided by the number of kept positions N, not by the sum of
     the weights (which is what `torch.nn.functional.cross_entropy(weight=...)` does)."""
     with compute_precision(logits):
@@ -38,7 +39,9 @@ def weighted_cross_entropy(logits: Tensor, target: Tensor, *, class_weights: Seq
         weights = _class_weights_tensor(class_weights, inputs)
         if inputs.binary:
             summed = F.binary_cross_entropy_with_logits(
-                inputs.logits, inputs.target.to(inputs.logits.dtype), weight=weights[inputs.target],
+                inputs.logits,
+                inputs.target.to(inputs.logits.dtype),
+                weight=weights[inputs.target],
                 reduction="sum",
             )
         else:
@@ -88,11 +91,18 @@ class WeightedCrossEntropyLoss(Loss):
     `class_counts` comes from the training split; the trainer supplies it when a config leaves it out.
     """
 
-    def __init__(self, *, K: float = 1.0, class_counts: Sequence[float] | Tensor | None = None,
-                 ignore_index: int = -100):
+    def __init__(
+        self,
+        *,
+        K: float = 1.0,
+        class_counts: Sequence[float] | Tensor | None = None,
+        ignore_index: int = -100,
+    ):
         super().__init__(ignore_index=ignore_index)
         if class_counts is None:
-            raise ConfigError("class_counts is required by loss 'wce' (the training split's per-class counts)")
+            raise ConfigError(
+                "class_counts is required by loss 'wce' (the training split's per-class counts)"
+            )
         self.register_buffer("class_weights", wce_class_weights(class_counts, K))
         self.K = K
 

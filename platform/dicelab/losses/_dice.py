@@ -10,7 +10,6 @@ and finally reduced over classes with class_reduction "mean" or "sum" (the offic
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,50 +26,83 @@ from dicelab.losses._inputs import (
     compute_precision,
     log_mass,
     loss_with_gradient,
+    precision_floor,
     prepare,
     underflowed_rows,
 )
 
 
-def dice_loss(logits: Tensor, target: Tensor, *, smooth: float = 1.0, square_denominator: bool = True,
-              level: str = "example", class_reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def dice_loss(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    smooth: float = 1.0,
+    square_denominator: bool = True,
+    level: str = "example",
+    class_reduction: str = "mean",
+    ignore_index: int = -100,
+) -> Tensor:
     """1 - (2 p y + smooth) / (p^k + y^k + smooth), k = 2 with `square_denominator` (Milletari) else 1."""
-    options = dice_options(smooth=smooth, square_denominator=square_denominator, level=level,
-                           class_reduction=class_reduction)
+    options = dice_options(
+        smooth=smooth, square_denominator=square_denominator, level=level, class_reduction=class_reduction
+    )
     terms = _Terms.dice(square_denominator=options.pop("square_denominator"))
     return _overlap_loss(logits, target, terms, ignore_index=ignore_index, **options)
 
 
-def dsc_loss(logits: Tensor, target: Tensor, *, alpha: float = 1.0, smooth: float = 1.0,
-             square_denominator: bool = False, level: str = "example", class_reduction: str = "mean",
-             ignore_index: int = -100) -> Tensor:
+def dsc_loss(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    alpha: float = 1.0,
+    smooth: float = 1.0,
+    square_denominator: bool = False,
+    level: str = "example",
+    class_reduction: str = "mean",
+    ignore_index: int = -100,
+) -> Tensor:
     """Self-adjusting dice: dice with p replaced by q = (1 - p)^alpha p; alpha = 0 is `dice_loss`.
 
     q is p exp(alpha log(1 - p)) with log(1 - p) from logits, and the gradient is taken in logit space:
     finite values and gradients for every alpha >= 0, also at p = 1 with 0 < alpha < 1, where
     (1 - p)^alpha has an infinite derivative with respect to p.
     """
-    options = dsc_options(alpha=alpha, smooth=smooth, square_denominator=square_denominator, level=level,
-                          class_reduction=class_reduction)
+    options = dsc_options(
+        alpha=alpha,
+        smooth=smooth,
+        square_denominator=square_denominator,
+        level=level,
+        class_reduction=class_reduction,
+    )
     terms = _Terms.dice(square_denominator=options.pop("square_denominator"), alpha=options.pop("alpha"))
     return _overlap_loss(logits, target, terms, ignore_index=ignore_index, **options)
 
 
-def tversky_loss(logits: Tensor, target: Tensor, *, alpha: float = 0.5, beta: float = 0.5,
-                 smooth: float = 1.0, level: str = "example", class_reduction: str = "mean",
-                 ignore_index: int = -100) -> Tensor:
+def tversky_loss(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    alpha: float = 0.5,
+    beta: float = 0.5,
+    smooth: float = 1.0,
+    level: str = "example",
+    class_reduction: str = "mean",
+    ignore_index: int = -100,
+) -> Tensor:
     """1 - (TP + smooth) / (TP + alpha FP + beta FN + smooth), TP = p y, FP = p (1 - y), FN = (1 - p) y.
 
     alpha, beta >= 0 with alpha + beta > 0; alpha = beta = 1/2 with smooth s/2 is dice (k = 1) with s.
     """
-    options = tversky_options(alpha=alpha, beta=beta, smooth=smooth, level=level,
-                              class_reduction=class_reduction)
+    options = tversky_options(
+        alpha=alpha, beta=beta, smooth=smooth, level=level, class_reduction=class_reduction
+    )
     terms = _Terms.tversky(alpha=options.pop("alpha"), beta=options.pop("beta"))
     return _overlap_loss(logits, target, terms, ignore_index=ignore_index, **options)
 
 
-def dice_options(*, smooth: float, square_denominator: bool, level: str,
-                 class_reduction: str) -> dict[str, Any]:
+def dice_options(
+    *, smooth: float, square_denominator: bool, level: str, class_reduction: str
+) -> dict[str, Any]:
     return {
         **_overlap_options(smooth, level, class_reduction),
         "square_denominator": _checks.flag("square_denominator", square_denominator),
@@ -81,8 +113,9 @@ def dsc_options(*, alpha: float, **dice: Any) -> dict[str, Any]:
     return {"alpha": _checks.number("alpha", alpha, minimum=0.0), **dice_options(**dice)}
 
 
-def tversky_options(*, alpha: float, beta: float, smooth: float, level: str,
-                    class_reduction: str) -> dict[str, Any]:
+def tversky_options(
+    *, alpha: float, beta: float, smooth: float, level: str, class_reduction: str
+) -> dict[str, Any]:
     alpha = _checks.number("alpha", alpha, minimum=0.0)
     beta = _checks.number("beta", beta, minimum=0.0)
     if alpha + beta <= 0:
@@ -110,48 +143,121 @@ class _Terms:
     power: int  # k
     alpha: float = 0.0
 
+    @property
+    def coefficients(self) -> tuple[int, float, float, float, float]:
+        """(k, c, a, e, d)"""
+        return self.power, self.numerator, self.negative_weight, self.positive_weight, self.positive_offset
+
     @classmethod
     def dice(cls, *, square_denominator: bool, alpha: float = 0.0) -> _Terms:
         # 2 q y / (q^k + y^k)
-        return cls(numerator=2.0, negative_weight=1.0, positive_weight=1.0, positive_offset=1.0,
-                   power=2 if square_denominator else 1, alpha=alpha)
+        return cls(
+            numerator=2.0,
+            negative_weight=1.0,
+            positive_weight=1.0,
+            positive_offset=1.0,
+            power=2 if square_denominator else 1,
+            alpha=alpha,
+        )
 
     @classmethod
     def tversky(cls, *, alpha: float, beta: float) -> _Terms:
         # TP + alpha FP + beta FN is alpha p for y = 0 and p + beta (1 - p) = (1 - beta) p + beta for y = 1
-        return cls(numerator=1.0, negative_weight=alpha, positive_weight=1.0 - beta, positive_offset=beta, power=1)
+        return cls(
+            numerator=1.0, negative_weight=alpha, positive_weight=1.0 - beta, positive_offset=beta, power=1
+        )
 
 
 @dataclass(frozen=True)
 class _Positives:
-    """The (position, class) entries with y = 1, as flat indices into the (M, K) one-vs-rest layout."""
+    """Softmax layout (M, C): the entries with y = 1, one per row, as flat indices."""
 
-    flat_index: Tensor  # (P,)
-    column: Tensor  # (P,) their class column
+    row_start: Tensor  # (M,) flat index of each row's first entry
+    flat_index: Tensor  # (M,) flat index of each row's target entry
+    column: Tensor  # (M,) the target class
 
     @classmethod
     def of(cls, inputs: LossInputs) -> _Positives:
-        if inputs.binary:  # one column, the positive class
-            rows = inputs.target.nonzero().squeeze(-1)
-            return cls(rows, torch.zeros_like(rows))
-        rows = torch.arange(inputs.size, device=inputs.target.device)
-        return cls(rows * inputs.num_classes + inputs.target, inputs.target)
+        step = inputs.num_classes
+        row_start = torch.arange(0, inputs.size * step, step, device=inputs.target.device)
+        return cls(row_start, row_start + inputs.target, inputs.target)
 
 
-def _overlap_loss(logits: Tensor, target: Tensor, terms: _Terms, *, smooth: float, level: str,
-                  class_reduction: str, ignore_index: int) -> Tensor:
+def _overlap_loss(
+    logits: Tensor,
+    target: Tensor,
+    terms: _Terms,
+    *,
+    smooth: float,
+    level: str,
+    class_reduction: str,
+    ignore_index: int,
+) -> Tensor:
     with compute_precision(logits):
         inputs = prepare(logits, target, ignore_index)
         if inputs.size == 0:
             return inputs.zero()
-        ratio = partial(_ratio_and_gradient, positives=_Positives.of(inputs), terms=terms, smooth=smooth,
-                        level=level, class_reduction=class_reduction)
-        kernel = _binary_overlap if inputs.binary else _softmax_overlap
-        return loss_with_gradient(inputs.logits, partial(kernel, ratio=ratio, alpha=terms.alpha))
+        if inputs.binary:  # one column, the positive class: class_reduction has nothing to reduce
+            y = inputs.target.to(inputs.logits.dtype)
+            kernel = partial(_binary_overlap, y=y, terms=terms, smooth=smooth, level=level)
+        else:
+            kernel = partial(
+                _softmax_overlap,
+                positives=_Positives.of(inputs),
+                terms=terms,
+                smooth=smooth,
+                level=level,
+                class_reduction=class_reduction,
+            )
+        return loss_with_gradient(inputs.logits, kernel)
 
 
-def _ratio_and_gradient(q: Tensor, need_gradient: bool, *, positives: _Positives, terms: _Terms,
-                        smooth: float, level: str, class_reduction: str) -> tuple[Tensor, Tensor | None]:
+def _binary_overlap(
+    x: Tensor, need_gradient: bool, *, y: Tensor, terms: _Terms, smooth: float, level: str
+) -> tuple[Tensor, Tensor | None]:
+    alpha = terms.alpha
+    if alpha == 0:
+        q = torch.sigmoid(x)
+    else:
+        # q = p (1 - p)^alpha = exp(x + (1 + alpha) logsigmoid(-x)), as log p = x + logsigmoid(-x):
+        # exact also where p or 1 - p underflows.
+        log_complement = F.logsigmoid(-x)
+        q = torch.add(x, log_complement, alpha=1.0 + alpha).exp_()
+
+    k, c, a, e, d = terms.coefficients
+    p_weight = a if e == a else torch.mul(y, e - a).add_(a)  # a for y = 0, e for y = 1
+    denominator = (q * q if k == 2 else q).mul(p_weight).add_(y, alpha=d)
+    numerator = torch.mul(q, y).mul_(c)
+    tiny = torch.finfo(q.dtype).tiny  # a floor that only matters for smooth = 0 and 0 / 0
+    if level == "batch":
+        shifted = denominator.sum().add_(smooth).clamp_min_(tiny)
+        ratio = numerator.sum().add_(smooth).div_(shifted)
+        loss, scale = 1.0 - ratio, 1.0
+    else:
+        shifted = denominator.add_(smooth).clamp_min_(tiny)
+        ratio = numerator.add_(smooth).div_(shifted)
+        loss, scale = 1.0 - ratio.mean(), 1.0 / x.shape[0]
+    if not need_gradient:
+        return loss, None
+    # d loss / dq = scale (ratio d denominator/dq - d numerator/dq) / (denominator + smooth)
+    slope = p_weight * k * (q if k == 2 else 1.0)
+    dq = torch.sub(ratio * slope, y, alpha=c).mul_(scale).div_(shifted)
+    # dq/dx = q (1 - p - alpha p) with 1 - p = sigmoid(-x) (= exp(logsigmoid(-x)))
+    if alpha == 0:
+        return loss, dq.mul_(q).mul_(torch.sigmoid(-x))
+    return loss, dq.mul_(q).mul_(log_complement.exp_().sub_(torch.sigmoid(x), alpha=alpha))
+
+
+def _softmax_ratio_and_gradient(
+    q: Tensor,
+    need_gradient: bool,
+    *,
+    positives: _Positives,
+    terms: _Terms,
+    smooth: float,
+    level: str,
+    class_reduction: str,
+) -> tuple[Tensor, Tensor | None]:
     """The loss from q (M, K) and, if asked, its derivative with respect to q (q stays unchanged).
 
     Most entries have y = 0; they are computed densely in one buffer, updated in place (on CPU a fresh
@@ -160,16 +266,17 @@ def _ratio_and_gradient(q: Tensor, need_gradient: bool, *, positives: _Positives
     num_positions, num_classes = q.shape
     class_weight = 1.0 / num_classes if class_reduction == "mean" else 1.0
     tiny = torch.finfo(q.dtype).tiny  # a floor that only matters for smooth = 0 and 0 / 0
-    k, c, a, e, d = terms.power, terms.numerator, terms.negative_weight, terms.positive_weight, terms.positive_offset
-    q_positive = q.view(-1)[positives.flat_index]
-    q_positive_power = q_positive**k
+    k, c, a, e, d = terms.coefficients
+    q_positive = torch.take(q, positives.flat_index)
+    q_positive_power = q_positive * q_positive if k == 2 else q_positive
     numerator_positive = c * q_positive
     denominator_positive = e * q_positive_power + d
     buffer = (q * q if k == 2 else q.clone()).mul_(a)  # denominators of the y = 0 entries: a q^k
 
     if level == "batch":
         # sums over positions per class: denominators a q^k plus e q^k + d - a q^k at the y = 1 entries
-        denominator = buffer.sum(0).index_add_(0, positives.column, denominator_positive - a * q_positive_power)
+        positive_extra = denominator_positive - a * q_positive_power
+        denominator = buffer.sum(0).index_add_(0, positives.column, positive_extra)
         numerator = q.new_zeros(num_classes).index_add_(0, positives.column, numerator_positive)
         shifted = denominator.add_(smooth).clamp_min_(tiny)
         ratio = numerator.add_(smooth).div_(shifted)
@@ -181,14 +288,16 @@ def _ratio_and_gradient(q: Tensor, need_gradient: bool, *, positives: _Positives
         gradient = torch.mul(q, slope, out=buffer) if k == 2 else buffer.copy_(slope.expand_as(buffer))
         gradient.mul_(a)
         positive_slope = slope[positives.column] * e * (q_positive if k == 2 else 1.0)
-        gradient.view(-1)[positives.flat_index] = positive_slope - class_weight * c / shifted[positives.column]
+        gradient.view(-1).index_copy_(
+            0, positives.flat_index, positive_slope - class_weight * c / shifted[positives.column]
+        )
         return loss, gradient
 
     inverse = buffer.add_(smooth).clamp_min_(tiny).reciprocal_()  # 1 / (denominator + smooth)
     inverse_positive = (denominator_positive + smooth).clamp_min_(tiny).reciprocal_()
     ratio_positive = (numerator_positive + smooth).mul_(inverse_positive)
     ratio = inverse.mul_(smooth)  # (0 + smooth) / (denominator + smooth) where y = 0
-    ratio.view(-1)[positives.flat_index] = ratio_positive
+    ratio.view(-1).index_copy_(0, positives.flat_index, ratio_positive)
     scale = class_weight / num_positions
     loss = class_weight * num_classes - ratio.sum() * scale
     if not need_gradient:
@@ -199,34 +308,15 @@ def _ratio_and_gradient(q: Tensor, need_gradient: bool, *, positives: _Positives
     if k == 2:
         gradient.mul_(q)
     positive_slope = ratio_positive * e * k * (q_positive if k == 2 else 1.0) - c
-    gradient.view(-1)[positives.flat_index] = positive_slope.mul_(inverse_positive).mul_(scale)
+    gradient.view(-1).index_copy_(0, positives.flat_index, positive_slope.mul_(inverse_positive).mul_(scale))
     return loss, gradient
 
 
-RatioAndGradient = Callable[[Tensor, bool], tuple[Tensor, Tensor | None]]
-
-
-def _binary_overlap(x: Tensor, need_gradient: bool, *, ratio: RatioAndGradient,
-                    alpha: float) -> tuple[Tensor, Tensor | None]:
-    x = x.unsqueeze(-1)
-    if alpha == 0:
-        p = torch.sigmoid(x)
-        loss, dq = ratio(p, need_gradient)
-        return loss, None if dq is None else dq.mul_(p).mul_(torch.sigmoid(-x)).squeeze(-1)
-    # q = p (1 - p)^alpha = exp(x + (1 + alpha) logsigmoid(-x)), as log p = x + logsigmoid(-x): exact
-    # also where p or 1 - p underflows.
-    log_complement = F.logsigmoid(-x)
-    q = torch.add(x, log_complement, alpha=1.0 + alpha).exp_()
-    loss, dq = ratio(q, need_gradient)
-    if dq is None:
-        return loss, None
-    # dq/dx = q (1 - p - alpha p), with 1 - p = exp(logsigmoid(-x))
-    slope = log_complement.exp_().sub_(torch.sigmoid(x), alpha=alpha)
-    return loss, dq.mul_(q).mul_(slope).squeeze(-1)
-
-
-def _softmax_overlap(x: Tensor, need_gradient: bool, *, ratio: RatioAndGradient,
-                     alpha: float) -> tuple[Tensor, Tensor | None]:
+def _softmax_overlap(
+    x: Tensor, need_gradient: bool, *, positives: _Positives, terms: _Terms, **reduction: Any
+) -> tuple[Tensor, Tensor | None]:
+    ratio = partial(_softmax_ratio_and_gradient, positives=positives, terms=terms, **reduction)
+    alpha, row_start = terms.alpha, positives.row_start
     p = torch.softmax(x, dim=-1)
     if alpha == 0:
         loss, dq = ratio(p, need_gradient)
@@ -235,45 +325,79 @@ def _softmax_overlap(x: Tensor, need_gradient: bool, *, ratio: RatioAndGradient,
         a = dq.mul_(p)  # softmax backward: a - p sum_c a_c with a = dq p
         return loss, a.addcmul_(p, a.sum(-1, keepdim=True), value=-1.0)
 
-    # 1 - p without cancellation: for a class with p <= 1/2 as it is; for the one class of a row with
-    # p > 1/2 (the "top"), as the mass of the row's other classes (a sum of positive terms).
-    small = (0.5 - p).sign_().add_(1.0).clamp_max_(1.0)  # 1 where p <= 1/2, 0 for a top class
-    small_p = p * small
-    rest = small_p.sum(-1, keepdim=True)  # 1 - p_top in rows with a top class
-    log_complement = (1.0 - p).sub_(rest).mul_(small).add_(rest).log_()
-    exact_rows = underflowed_rows(rest.squeeze(-1))  # 1 - p_top below float precision: redo in log space
-    if exact_rows.numel():
-        log_rest = log_mass(x[exact_rows], small[exact_rows]).unsqueeze(-1)
-        log_complement[exact_rows] = torch.where(small[exact_rows] > 0, log_complement[exact_rows], log_rest)
-    q = log_complement.mul_(alpha).exp_().mul_(p)  # (1 - p)^alpha p
+    # Each row gets a pivot class: the one class with p > 1/2 if there is one, else class 0. Every other
+    # class has p <= 1/2, where 1 - p is accurate as it is; the pivot's 1 - p is the sum of the other
+    # classes' p, free of cancellation. (M, K) temporaries are reused: on CPU a fresh one costs more than
+    # the arithmetic on it.
+    buffer = torch.sub(p, 0.5).sign_().clamp_min_(0.0)  # 1 for a class with p > 1/2
+    class_ids = torch.arange(p.shape[-1], dtype=p.dtype, device=p.device)
+    pivot_class = buffer.mul_(class_ids).sum(-1).long()
+    pivot = row_start + pivot_class  # flat index of each row's pivot
+    p_pivot = torch.take(p, pivot)
+    others = buffer.copy_(p)
+    others.view(-1).index_fill_(0, pivot, 0.0)
+    rest = others.sum(-1)  # 1 - p_pivot
+    # Rows where 1 - p_pivot is too small for float precision get their pivot terms in log space.
+    exact = underflowed_rows(rest)
+    rest.clamp_min_(precision_floor(p.dtype))
+    complement = buffer.copy_(p).neg_().add_(1.0)
+    complement.view(-1).index_copy_(0, pivot, rest)
+    q = torch.log(complement).mul_(alpha).exp_().mul_(p)  # (1 - p)^alpha p
+    if exact.numel():
+        exact_x = x[exact]
+        not_pivot = torch.ones_like(exact_x).scatter_(-1, pivot_class[exact].unsqueeze(-1), 0.0)
+        log_rest = log_mass(exact_x, not_pivot)  # log(1 - p_pivot)
+        q.view(-1).index_copy_(0, pivot[exact], torch.exp(alpha * log_rest).mul_(p_pivot[exact]))
     loss, dq = ratio(q, need_gradient)
     if dq is None:
         return loss, None
 
-    # dq_c/dx_j = q_c (delta_cj - p_j)(1 - alpha r_c) with r_c = p_c / (1 - p_c). r_top is unbounded as
-    # p_top -> 1, so the top class's alpha term is regrouped: a_top r_top (delta_top,j - p_j) is
-    # a_top p_top (-1 for j = top, -p_j / (1 - p_top) otherwise), all bounded. Buffers are reused.
+    # d loss/dx_j = sum_c h_c (delta_cj - p_j) with h_c = a_c (1 - alpha r_c), a = dq * q and
+    # r_c = p_c / (1 - p_c); r_pivot is unbounded as p_pivot -> 1, so the pivot's own entry is regrouped
+    # into bounded terms: a_pivot (1 - p_pivot - alpha p_pivot) - p_pivot sum_{c != pivot} h_c.
     a = dq.mul_(q)
-    a_sum = a.sum(-1, keepdim=True)
-    top_term = torch.sub(p, small_p, out=q).mul_(a).sum(-1, keepdim=True)  # a_top p_top, 0 without a top
-    ar = torch.div(small_p, q.copy_(small_p).neg_().add_(1.0), out=q).mul_(a)  # a_c r_c, 0 at the top
-    share = small_p.div_(rest)  # p_j / (1 - p_top)
-    if exact_rows.numel():
-        log_share = torch.log_softmax(x[exact_rows], dim=-1).sub_(log_rest)
-        share[exact_rows] = log_share.masked_fill_(small[exact_rows] == 0, -math.inf).exp_()
-    alpha_terms = share.add_(small).sub_(1.0).mul_(top_term).sub_(ar).addcmul_(p, ar.sum(-1, keepdim=True))
-    return loss, a.addcmul_(p, a_sum, value=-1.0).add_(alpha_terms, alpha=alpha)
+    a_pivot = torch.take(a, pivot)
+    h = a.addcmul_(a, torch.div(p, complement, out=q), value=-alpha)
+    h_pivot = torch.take(h, pivot)
+    h.view(-1).index_fill_(0, pivot, 0.0)
+    h_rest = h.sum(-1)  # sum over the classes but the pivot
+    if exact.numel():
+        exact_h = h[exact]
+    gradient = h.addcmul_(p, (h_rest + h_pivot).unsqueeze(-1), value=-1.0)
+    if exact.numel():
+        # p_j h_pivot = p_j a_pivot - alpha a_pivot p_pivot p_j / (1 - p_pivot), the last ratio in log space
+        share = torch.log_softmax(exact_x, dim=-1).sub_(log_rest.unsqueeze(-1))
+        share = share.masked_fill_(not_pivot == 0, -math.inf).exp_()
+        scale = (alpha * a_pivot[exact] * p_pivot[exact]).unsqueeze(-1)
+        gradient[exact] = exact_h.addcmul_(
+            p[exact], (h_rest + a_pivot)[exact].unsqueeze(-1), value=-1.0
+        ).addcmul_(share, scale)
+    pivot_gradient = a_pivot * (rest - alpha * p_pivot) - p_pivot * h_rest
+    return loss, gradient.view(-1).index_copy_(0, pivot, pivot_gradient).view_as(gradient)
 
 
 @LOSSES.register("dice")
 class DiceLoss(Loss):
     """Dice loss; `square_denominator` (default True) squares p in the denominator (Milletari et al.)."""
 
-    def __init__(self, *, smooth: float = 1.0, square_denominator: bool = True, level: str = "example",
-                 class_reduction: str = "mean", ignore_index: int = -100):
+    def __init__(
+        self,
+        *,
+        smooth: float = 1.0,
+        square_denominator: bool = True,
+        level: str = "example",
+        class_reduction: str = "mean",
+        ignore_index: int = -100,
+    ):
         super().__init__(ignore_index=ignore_index)
-        self.options.update(dice_options(smooth=smooth, square_denominator=square_denominator, level=level,
-                                         class_reduction=class_reduction))
+        self.options.update(
+            dice_options(
+                smooth=smooth,
+                square_denominator=square_denominator,
+                level=level,
+                class_reduction=class_reduction,
+            )
+        )
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         return dice_loss(logits, target, **self.options)
@@ -283,11 +407,26 @@ class DiceLoss(Loss):
 class SelfAdjustingDiceLoss(Loss):
     """Self-adjusting dice loss (the paper's DSC); `alpha` >= 0 is the exponent of (1 - p)."""
 
-    def __init__(self, *, alpha: float = 1.0, smooth: float = 1.0, square_denominator: bool = False,
-                 level: str = "example", class_reduction: str = "mean", ignore_index: int = -100):
+    def __init__(
+        self,
+        *,
+        alpha: float = 1.0,
+        smooth: float = 1.0,
+        square_denominator: bool = False,
+        level: str = "example",
+        class_reduction: str = "mean",
+        ignore_index: int = -100,
+    ):
         super().__init__(ignore_index=ignore_index)
-        self.options.update(dsc_options(alpha=alpha, smooth=smooth, square_denominator=square_denominator,
-                                        level=level, class_reduction=class_reduction))
+        self.options.update(
+            dsc_options(
+                alpha=alpha,
+                smooth=smooth,
+                square_denominator=square_denominator,
+                level=level,
+                class_reduction=class_reduction,
+            )
+        )
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         return dsc_loss(logits, target, **self.options)
@@ -297,11 +436,22 @@ class SelfAdjustingDiceLoss(Loss):
 class TverskyLoss(Loss):
     """Tversky loss; `alpha` weighs false positives and `beta` false negatives (both >= 0, sum > 0)."""
 
-    def __init__(self, *, alpha: float = 0.5, beta: float = 0.5, smooth: float = 1.0, level: str = "example",
-                 class_reduction: str = "mean", ignore_index: int = -100):
+    def __init__(
+        self,
+        *,
+        alpha: float = 0.5,
+        beta: float = 0.5,
+        smooth: float = 1.0,
+        level: str = "example",
+        class_reduction: str = "mean",
+        ignore_index: int = -100,
+    ):
         super().__init__(ignore_index=ignore_index)
-        self.options.update(tversky_options(alpha=alpha, beta=beta, smooth=smooth, level=level,
-                                            class_reduction=class_reduction))
+        self.options.update(
+            tversky_options(
+                alpha=alpha, beta=beta, smooth=smooth, level=level, class_reduction=class_reduction
+            )
+        )
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         return tversky_loss(logits, target, **self.options)

@@ -35,8 +35,9 @@ def focal_options(*, gamma: float, alpha: FocalAlpha) -> dict[str, Any]:
     return {"gamma": _checks.number("gamma", gamma, minimum=0.0), "alpha": alpha}
 
 
-def focal_loss(logits: Tensor, target: Tensor, *, gamma: float = 2.0, alpha: FocalAlpha = None,
-               ignore_index: int = -100) -> Tensor:
+def focal_loss(
+    logits: Tensor, target: Tensor, *, gamma: float = 2.0, alpha: FocalAlpha = None, ignore_index: int = -100
+) -> Tensor:
     """Mean over kept positions of -alpha_t (1 - p_t)^gamma log p_t; gamma = 0 without alpha is `ce`.
 
     (1 - p_t)^gamma is exp(gamma log(1 - p_t)) with log(1 - p_t) from logits, and the gradient is taken in
@@ -57,8 +58,9 @@ def focal_loss(logits: Tensor, target: Tensor, *, gamma: float = 2.0, alpha: Foc
         )
 
 
-def _binary_focal(x: Tensor, need_gradient: bool, *, target: Tensor, gamma: float,
-                  weights: Tensor | None) -> tuple[Tensor, Tensor | None]:
+def _binary_focal(
+    x: Tensor, need_gradient: bool, *, target: Tensor, gamma: float, weights: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
     sign = 2.0 * target.to(x.dtype) - 1.0
     z = sign * x  # the logit of the target class: p_t = sigmoid(z)
     log_1mpt = F.logsigmoid(-z)
@@ -74,8 +76,9 @@ def _binary_focal(x: Tensor, need_gradient: bool, *, target: Tensor, gamma: floa
     return loss, slope.mul_(scale).mul_(sign)
 
 
-def _softmax_focal(x: Tensor, need_gradient: bool, *, target: Tensor, gamma: float,
-                   weights: Tensor | None) -> tuple[Tensor, Tensor | None]:
+def _softmax_focal(
+    x: Tensor, need_gradient: bool, *, target: Tensor, gamma: float, weights: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
     index = target.unsqueeze(-1)
     log_p = torch.log_softmax(x, dim=-1)
     log_pt = log_p.gather(-1, index).squeeze(-1)

@@ -66,8 +66,10 @@ def prepare(logits: Tensor, target: Tensor, ignore_index: int) -> LossInputs:
     if target.dtype == torch.bool:
         target = target.long()
     if not binary and target.is_floating_point():
-        raise ValueError(f"target must hold class indices (an integer dtype) for {logits.shape[-1]}-class "
-                         f"logits, got {target.dtype}")
+        raise ValueError(
+            f"target must hold class indices (an integer dtype) for {logits.shape[-1]}-class "
+            f"logits, got {target.dtype}"
+        )
     num_classes = 2 if binary else logits.shape[-1]
     flat_logits = logits.reshape(-1) if binary else logits.reshape(-1, num_classes)
     flat_target = target.reshape(-1)
@@ -92,19 +94,23 @@ def _all_in_label_set(target: Tensor, num_classes: int, ignore_index: int) -> bo
     if target.numel() == 0 or 0 <= ignore_index < num_classes or target.is_floating_point():
         return False
     low, high = torch.aminmax(target)
-    return 0 <= int(low) and int(high) < num_classes
+    return int(low) >= 0 and int(high) < num_classes
 
 
 def class_weights(name: str, weights: float | Sequence[float] | Tensor, inputs: LossInputs) -> Tensor:
     """Per-class weights as a (C,) tensor; a single number w means (1 - w, w) for a two-class problem."""
     if isinstance(weights, int | float):
         if inputs.num_classes != 2:
-            raise ValueError(f"{name} as one number weights the positive class of a binary problem; give "
-                             f"{inputs.num_classes} per-class weights for {inputs.num_classes}-class logits")
+            raise ValueError(
+                f"{name} as one number weights the positive class of a binary problem; give "
+                f"{inputs.num_classes} per-class weights for {inputs.num_classes}-class logits"
+            )
         weights = (1.0 - weights, weights)
     weights = torch.as_tensor(weights, dtype=inputs.logits.dtype, device=inputs.logits.device)
     if weights.shape != (inputs.num_classes,):
-        raise ValueError(f"{name} has {weights.numel()} entries but the logits have {inputs.num_classes} classes")
+        raise ValueError(
+            f"{name} has {weights.numel()} entries but the logits have {inputs.num_classes} classes"
+        )
     return weights
 
 
@@ -136,10 +142,14 @@ class _LossWithGradient(torch.autograd.Function):
         return (None if gradient is None else gradient * grad_output), None
 
 
+def precision_floor(dtype: torch.dtype) -> float:
+    """The smallest probability mass still held with full relative precision (about 1e-31 in float32)."""
+    return torch.finfo(dtype).tiny / torch.finfo(dtype).eps
+
+
 def underflowed_rows(mass: Tensor) -> Tensor:
-    """Indices of the rows whose probability mass is too small to keep full precision in linear space."""
-    floor = torch.finfo(mass.dtype).tiny / torch.finfo(mass.dtype).eps
-    return (mass < floor).nonzero().squeeze(-1)
+    """Indices of the rows whose probability mass is below `precision_floor`: these redo it in log space."""
+    return (mass < precision_floor(mass.dtype)).nonzero().squeeze(-1)
 
 
 def log_mass(logits: Tensor, included: Tensor) -> Tensor:

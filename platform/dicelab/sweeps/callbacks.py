@@ -227,7 +227,7 @@ class SweepView(_Lazy):
         table.add_column("trial")
         table.add_column("status")
         for key in keys:
-            table.add_column(key.rsplit(".", 1)[-1] if key.count(".") else key, overflow="fold")
+            table.add_column(_header(key), overflow="fold")
         table.add_column("evals", justify="right")
         table.add_column(metric, justify="right")
         table.add_column(f"best {metric}", justify="right")
@@ -249,6 +249,12 @@ class SweepView(_Lazy):
         )
         footer.append(self.where, style="dim")
         return Group(table, footer)
+
+
+def _header(key: str) -> str:
+    """train.seed -> seed, loss.alpha -> alpha, loss.name -> loss."""
+    section, _, last = key.rpartition(".")
+    return section.rpartition(".")[2] if last == "name" else last
 
 
 def _short(value: Any) -> str:

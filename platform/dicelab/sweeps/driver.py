@@ -68,7 +68,7 @@ def _absolute_paths(config: ExperimentConfig) -> None:
 
 
 def swept_keys(plan: SweepPlan) -> list[str]:
-    keys = [LOSS_KEY] if len(plan.branches) > 1 else []
+    keys = [LOSS_KEY] if any(branch.loss is not None for branch in plan.branches) else []
     for branch in plan.branches:
         keys += [key for key in [*branch.dimensions, *branch.tied] if key not in keys]
     if plan.seeds is not None:
@@ -191,6 +191,9 @@ def prepare_shared_inputs(plan: SweepPlan, console: Console) -> tuple[dict[str, 
     for point in plan.probe_points():
         config = plan.trial_config(point)
         groups.setdefault(inputs_key(config), config)
+    import datasets
+
+    datasets.disable_progress_bars()  # the spinner below says what is being built
     refs: dict[str, Any] = {}
     prepared = []
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
@@ -256,8 +259,9 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         f"{plan.search.algorithm}, scheduler {plan.search.scheduler.name}) · dicelab {dicelab.__version__} "
         f"from {Path(dicelab.__file__).parent}",
         highlight=False,
+        soft_wrap=True,
     )
-    console.print(where, highlight=False)
+    console.print(where, highlight=False, soft_wrap=True)
     try:
         connect_ray(options.address)
         inputs, prepared = prepare_shared_inputs(plan, console)
@@ -282,7 +286,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         console.print(
             f"best {names.best_metric(metric)} {value:.4f}: {best.info.run_name} (run {best.info.run_id})"
         )
-    console.print(where, highlight=False)
+    console.print(where, highlight=False, soft_wrap=True)
     if interrupted:
         console.print(f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})")
         return 130
@@ -339,6 +343,12 @@ def _fit(
         metric=metric,
         cpus_per_trial=plan.search.resources.cpu,
     )
+    # The sweep's own view replaces Tune's console output (its new output engine prints even at verbose=0).
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    # The experiment state (what --resume reads) is saved every second and at every checkpoint, so a killed
+    # driver loses at most a second of bookkeeping; at this size the snapshots cost nothing worth a warning.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
     if resume:
         tuner = restore_tuner(context, inputs, directory)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Algorithm = Literal["grid", "random", "optuna"]
 DIMENSION_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
@@ -86,11 +86,12 @@ class Resources(_Strict):
     cpu: float = Field(1.0, gt=0.0)
     gpu: float = Field(0.0, ge=0.0)  # fractions share a GPU: 0.25 packs four trials on one device
 
-    @model_validator(mode="after")
-    def _whole_gpus_above_one(self) -> Resources:
-        if self.gpu > 1 and not float(self.gpu).is_integer():
-            raise ValueError(f"gpu: above 1 only whole GPUs can be requested (got {self.gpu})")
-        return self
+    @field_validator("gpu")
+    @classmethod
+    def _whole_gpus_above_one(cls, gpu: float) -> float:
+        if gpu > 1 and not float(gpu).is_integer():
+            raise ValueError("above 1 only whole GPUs can be requested")
+        return gpu
 
 
 class SearchConfig(SpaceBlock):

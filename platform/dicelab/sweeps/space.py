@@ -280,8 +280,9 @@ class SweepPlan:
         """grid / random: every trial's point, in launch order (seeds innermost)."""
         return self._points
 
-    def _with_loss(self, branch: Branch, point: Point) -> Point:
-        return {LOSS_KEY: branch.loss, **point} if len(self.branches) > 1 else point
+    @staticmethod
+    def _with_loss(branch: Branch, point: Point) -> Point:
+        return {LOSS_KEY: branch.loss, **point} if branch.loss is not None else point
 
     def _grid_points(self) -> list[Point]:
         points = []
@@ -365,11 +366,12 @@ class SweepPlan:
         for key, value in point.items():
             set_dotted(data, key, value)
         overrides = dict(point)
-        for key, expression in self.branch(point).tied.items():
+        branch = self.branch(point)
+        for key, expression in branch.tied.items():
             try:
                 overrides[key] = expression.evaluate(functools.partial(_lookup, data))
             except TiedExpressionError as error:
-                raise ConfigError(f"{self.source}: search tied key {key!r}: {error}") from None
+                raise ConfigError(f"{self.source}: config key {branch.origins[key]!r}: {error}") from None
             set_dotted(data, key, overrides[key])
         return data, overrides
 

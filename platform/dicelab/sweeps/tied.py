@@ -59,6 +59,8 @@ def _check(node: ast.expr, names: set[str]) -> None:
     elif (name := _dotted_name(node)) is not None:
         if name in _FUNCTIONS:
             raise TiedExpressionError(f"{name!r} is a function, not a config key")
+        if any(part.startswith("_") for part in name.split(".")):
+            raise TiedExpressionError(f"{name!r} is not a config key")
         names.add(name)
     else:
         raise TiedExpressionError(f"{ast.unparse(node)!r} is not allowed (numbers, config keys, + - * / **)")

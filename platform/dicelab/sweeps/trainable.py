@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 import ray
 import torch
 from mlflow import MlflowClient
+from mlflow.entities import RunTag
 from ray import tune
 from ray.tune.search.repeater import TRIAL_INDEX
 
@@ -35,6 +38,8 @@ from dicelab.training.reporters import MlflowReporter
 STATE_FILE = "trial_state.pt"
 POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: value}}
 RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
+RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
+WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,8 @@ def one_line(error: BaseException) -> str:
 
 def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
+    # One INFO line per checkpoint, forwarded to the driver's terminal, would bury the sweep's own view.
+    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
     config, overrides = trial_config(context, point_of(tune_config, context.plan))
     trial_id = tune.get_context().get_trial_id()
     client = MlflowClient(context.tracking_uri)
@@ -181,6 +188,8 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
             log_predictions=config.tracking.log_predictions,
         ),
     )
+    where = {RAY_NODE: ray.get_runtime_context().get_node_id(), WORKER_PID: str(os.getpid())}
+    client.log_batch(run_id, tags=[RunTag(key, value) for key, value in where.items()])
     try:
         state = _restored_state()
         if state is not None:

@@ -75,6 +75,7 @@ def build_tuner(
             scheduler=scheduler(plan, plan.base["train"]["epochs"]),
             num_samples=plan.num_trials if search.algorithm == "optuna" else 1,
             max_concurrent_trials=search.max_concurrent,
+            reuse_actors=True,  # a new trial reuses a finished trial's worker: no second torch import
             trial_dirname_creator=trial_dirname,
         ),
         run_config=tune.RunConfig(

@@ -22,14 +22,17 @@ the answer is empty when it beats the best span (null score difference threshold
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import datasets
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from dicelab.config import ExperimentConfig
@@ -43,7 +46,7 @@ from dicelab.tasks.backbones import build_encoder
 from dicelab.tasks.base import EvalResult
 from dicelab.tasks.metrics import squad_metrics
 
-NOT_CONTEXT = (-1, -1)  # offsets entry of question, special and padding tokens
+NOT_CONTEXT = -1  # both offsets of question, special and padding tokens
 MASKED_SCORE = -1e4  # softmax score of non-candidate positions: exp() underflows to 0, even in bf16
 
 
@@ -95,38 +98,33 @@ class SpanExtraction:
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
         )
-        ids = [str(example_id) for example_id in frame["id"]]
-        names = (
-            "start_positions",
-            "end_positions",
-            "cls_index",
-            "candidate_mask",
-            "offsets",
-            "example_index",
-        )
-        columns: dict[str, list[Any]] = {name: [] for name in names}
+        scalars: dict[str, list[int]] = {"start_positions": [], "end_positions": [], "cls_index": []}
+        candidate_masks: list[np.ndarray] = []
+        window_offsets: list[np.ndarray] = []
         for window, example in enumerate(encoding["overflow_to_sample_mapping"]):
             input_ids = encoding["input_ids"][window]
             cls = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
-            offsets = [
-                tuple(offset) if sequence == 1 else NOT_CONTEXT
-                for offset, sequence in zip(
-                    encoding["offset_mapping"][window], encoding.sequence_ids(window), strict=True
-                )
-            ]
-            start, end = _answer_tokens(offsets, answers[example], cls)
-            columns["start_positions"].append(start)
-            columns["end_positions"].append(end)
-            columns["cls_index"].append(cls)
-            columns["candidate_mask"].append(
-                [int(o != NOT_CONTEXT or t == cls) for t, o in enumerate(offsets)]
-            )
-            columns["offsets"].append([list(offset) for offset in offsets])
-            columns["example_index"].append(example)
-        example_ids = [ids[example] for example in columns["example_index"]]
-        return datasets.Dataset.from_dict(
-            {**tokenizer_columns(encoding), **columns, "example_id": example_ids}
-        )
+            in_context = np.array([sequence == 1 for sequence in encoding.sequence_ids(window)])
+            offsets = np.array(encoding["offset_mapping"][window], dtype=np.int64).reshape(-1, 2)
+            offsets[~in_context] = NOT_CONTEXT
+            start, end = _answer_tokens(offsets, np.flatnonzero(in_context), answers[example], cls)
+            candidates = in_context.astype(np.int64)
+            candidates[cls] = 1
+            for name, value in zip(scalars, (start, end, cls), strict=True):
+                scalars[name].append(value)
+            candidate_masks.append(candidates)
+            window_offsets.append(offsets)
+        examples = encoding["overflow_to_sample_mapping"]
+        ids = [str(example_id) for example_id in frame["id"]]
+        columns = {
+            **tokenizer_columns(encoding),
+            **scalars,
+            "candidate_mask": _list_array(candidate_masks),
+            "offsets": _list_array(window_offsets),
+            "example_index": examples,
+            "example_id": [ids[example] for example in examples],
+        }
+        return datasets.Dataset.from_dict(columns)
 
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
@@ -171,23 +169,23 @@ class SpanExtraction:
             _best_spans(model(**model_inputs(model, batch)).float(), batch, decoding) for batch in batches
         ]
         span_scores, starts, ends, null_scores = (
-            torch.cat(column).tolist() for column in zip(*windows, strict=True)
+            torch.cat(column).numpy() for column in zip(*windows, strict=True)
         )
-        contexts = [str(context) for context in frame["context"]]
-        best: dict[int, tuple[float, str]] = {}  # example -> (score, answer) of its best window
-        null: dict[int, float] = {}
-        for window, (example, offsets) in enumerate(
-            zip(features["example_index"], features["offsets"], strict=True)
-        ):
-            if span_scores[window] > -np.inf and span_scores[window] > best.get(example, (-np.inf, ""))[0]:
-                answer = contexts[example][offsets[starts[window]][0] : offsets[ends[window]][1]]
-                best[example] = (span_scores[window], answer)
-            null[example] = min(null.get(example, np.inf), null_scores[window])
+        first_tokens, offsets = _token_offsets(features)
+        begins = offsets[first_tokens + starts, 0]  # character range of each window's best span
+        finishes = offsets[first_tokens + ends, 1]
+        best_score = np.full(len(frame), -np.inf)  # per question: its best span over all its windows
+        best_window = np.full(len(frame), -1)
+        null_score = np.full(len(frame), np.inf)  # and its lowest null score
+        for window, example in enumerate(features["example_index"]):
+            if span_scores[window] > best_score[example]:
+                best_score[example], best_window[example] = span_scores[window], window
+            null_score[example] = min(null_score[example], null_scores[window])
         predictions_text = []
-        for example in range(len(frame)):
-            score, answer = best.get(example, (-np.inf, ""))
-            no_answer = decoding.with_negative and null.get(example, np.inf) > score
-            predictions_text.append("" if no_answer else answer)
+        for example, context in enumerate(frame["context"]):
+            window = best_window[example]
+            abstain = window < 0 or (decoding.with_negative and null_score[example] > best_score[example])
+            predictions_text.append("" if abstain else str(context)[begins[window] : finishes[window]])
         gold = [[str(text) for text in answers] for answers in frame["answer_texts"]]
         metrics = squad_metrics(predictions_text, gold, decoding.with_negative)
         predictions = [
@@ -200,20 +198,50 @@ class SpanExtraction:
 def _best_spans(
     scores: torch.Tensor, batch: dict[str, torch.Tensor], decoding: SpanDecoding
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per window: the best span's score (-inf when none is valid), start, end, and the null ([CLS]) score."""
+    """Per window: the best span's score (-inf when none is valid), start, end, and the null ([CLS]) score.
+
+    Every (start, end) pair with both in the context and end - start < max_answer_length is scored, as a
+    (B, L, max_answer_length) band (an exact search, where BERT's n-best lists only look at the top 20).
+    """
     cls = batch["cls_index"].to(scores.device)
     context = batch["candidate_mask"].to(scores.device).bool()
     context[torch.arange(len(cls)), cls] = False
     start, end = scores[..., 0], scores[..., 1]
-    length = scores.shape[1]
-    offsets = torch.arange(length, device=scores.device)
-    span_length = offsets[None, :] - offsets[:, None]  # end - start
-    allowed = (span_length >= 0) & (span_length < decoding.max_answer_length)
-    valid = allowed & context[:, :, None] & context[:, None, :]
-    pair_scores = (start[:, :, None] + end[:, None, :]).masked_fill(~valid, -np.inf)
-    best, flat_index = pair_scores.reshape(len(cls), -1).max(dim=1)
+    band = min(decoding.max_answer_length, scores.shape[1])
+    # Column k of the band holds position start + k: pad the right so that every row has `band` columns.
+    end_band = F.pad(end, (0, band - 1), value=-torch.inf).unfold(1, band, 1)
+    context_band = F.pad(context, (0, band - 1), value=False).unfold(1, band, 1)
+    pair_scores = (start[:, :, None] + end_band).masked_fill(
+        ~(context[:, :, None] & context_band), -torch.inf
+    )
+    best, flat_index = pair_scores.flatten(1).max(dim=1)
+    best_start = flat_index // band
     null = start.gather(1, cls[:, None]).squeeze(1) + end.gather(1, cls[:, None]).squeeze(1)
-    return best.cpu(), (flat_index // length).cpu(), (flat_index % length).cpu(), null.cpu()
+    return best.cpu(), best_start.cpu(), (best_start + flat_index % band).cpu(), null.cpu()
+
+
+def _list_array(rows: list[np.ndarray]) -> pa.ListArray:
+    """Per-window arrays as one Arrow list column, built without a Python object per token (which makes
+    encoding a large dev set several times slower, the garbage collector scanning them all)."""
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    row_offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    values = np.concatenate(rows) if rows else np.zeros((0,), dtype=np.int64)
+    if values.ndim == 2:  # (tokens, 2) character offsets: a list of [start, end] pairs per window
+        pairs = pa.array(np.arange(0, values.size + 1, 2, dtype=np.int32))
+        return pa.ListArray.from_arrays(
+            row_offsets, pa.ListArray.from_arrays(pairs, pa.array(values.ravel()))
+        )
+    return pa.ListArray.from_arrays(row_offsets, pa.array(values))
+
+
+def _token_offsets(features: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets column read straight from Arrow (no Python list per token): each window's first row in
+    the flat (tokens, 2) character offsets, and those offsets."""
+    column = features.with_format("arrow")["offsets"]
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(column).to_numpy()
+    offsets = pc.list_flatten(pc.list_flatten(column)).to_numpy().reshape(-1, 2)
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), offsets
 
 
 def _truncate(tokenizer: Any, questions: list[str], max_tokens: int) -> list[str]:
@@ -244,15 +272,18 @@ def _answer_characters(frame: pd.DataFrame, contexts: list[str]) -> list[tuple[i
 
 
 def _answer_tokens(
-    offsets: Sequence[tuple[int, int]], answer: tuple[int, int] | None, cls: int
+    offsets: np.ndarray, context: np.ndarray, answer: tuple[int, int] | None, cls: int
 ) -> tuple[int, int]:
-    """Start and end token of the answer when the window holds all of it, else ([CLS], [CLS])."""
-    context = [token for token, offset in enumerate(offsets) if offset != NOT_CONTEXT]
-    if answer is None or not context:
+    """Start and end token of the answer when the window holds all of it, else ([CLS], [CLS]).
+
+    offsets: (L, 2) character offsets; context: the positions of the window's context tokens, ascending.
+    """
+    if answer is None or len(context) == 0:
         return cls, cls
     first, last = answer
-    if offsets[context[0]][0] > first or offsets[context[-1]][1] < last:
+    starts, ends = offsets[context, 0], offsets[context, 1]
+    if starts[0] > first or ends[-1] < last:
         return cls, cls
-    start = next(token for token in context if offsets[token][1] > first)
-    end = next(token for token in reversed(context) if offsets[token][0] < last)
-    return start, end
+    start = context[np.argmax(ends > first)]  # the first token ending after the answer starts
+    end = context[len(context) - 1 - np.argmax(starts[::-1] < last)]  # the last token starting before its end
+    return int(start), int(end)

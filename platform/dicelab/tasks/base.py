@@ -25,9 +25,8 @@ from dicelab.data.base import Family, RawDataset
 class EvalResult:
     metrics: dict[str, float]  # e.g. {"f1": .., "precision": .., "recall": ..} (no "dev_" prefix)
     predictions: list[dict[str, Any]] = field(default_factory=list)  # one JSON-able record per example
-    per_class: dict[str, dict[str, float]] = field(
-        default_factory=dict
-    )  # label -> precision/recall/f1/support
+    # label -> precision / recall / f1 / support
+    per_class: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Task(Protocol):

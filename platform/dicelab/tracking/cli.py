@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     uri = resolve_tracking_uri(args.tracking_uri)
-    check_tracking(uri)
     if uri.startswith(("http://", "https://")):
+        check_tracking(uri)
         print(f"{uri} is an MLflow server: its UI is at {uri}", flush=True)
         return 0
     with socket.socket() as probe:
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
             probe.bind((HOST, args.port))
         except OSError:
             raise TrackingError(f"port {args.port} on {HOST} is taken (choose another with --port)") from None
+    check_tracking(uri)
     print(f"MLflow UI for {uri} at http://{HOST}:{args.port} (Ctrl-C to stop)", flush=True)
     # `mlflow ui` is `mlflow server` with 4 workers and a job runner; one worker starts faster and is plenty.
     command = [

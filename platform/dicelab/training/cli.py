@@ -31,7 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
-    parser.add_argument("--tracking-uri", help="MLflow store (default: config tracking.uri, env, ./.dicelab)")
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow store; tracks even when the config says tracking.enabled: false "
+        "(default: config tracking.uri, env MLFLOW_TRACKING_URI, sqlite under ./.dicelab/)",
+    )
     parser.add_argument("--no-tracking", action="store_true", help="do not record the trial in MLflow")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line, last")
     parser.add_argument("--quiet", action="store_true", help="no progress output, only the result")
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     reporters: list[Reporter] = []
     mlflow: MlflowReporter | None = None
     uri = None
-    if config.tracking.enabled and not args.no_tracking:
+    if (config.tracking.enabled or args.tracking_uri) and not args.no_tracking:
         uri = resolve_tracking_uri(args.tracking_uri, config)
         check_tracking(uri)  # before any data is loaded or step taken
         mlflow = MlflowReporter(

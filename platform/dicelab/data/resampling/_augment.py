@@ -82,9 +82,16 @@ class MentionIndex:
         order = np.lexsort((mentions.start, side, key))
         self.key = key[order]
         self.side = side[order]
-        self.spans: list[tuple[int, int, int]] = list(
-            zip(self.side.tolist(), mentions.start[order].tolist(), mentions.end[order].tolist(), strict=True)
-        )
+        # Python lists for the per-pair loop (indexing numpy arrays one item at a time is slow).
+        self.side_list: list[int] = self.side.tolist()
+        self.start_list: list[int] = mentions.start[order].tolist()
+        self.end_list: list[int] = mentions.end[order].tolist()
+
+    def spans(self, first: int, last: int, side: int) -> list[tuple[int, int]]:
+        """The (start, end) spans among occurrences first..last-1 that lie in text `side` (0: a, 1: b)."""
+        return [
+            (self.start_list[i], self.end_list[i]) for i in range(first, last) if self.side_list[i] == side
+        ]
 
     def replaceable(self, rows: np.ndarray, shared: bool, has_text_b: np.ndarray) -> np.ndarray:
         """Sorted unique keys (row * n_mentions + mention) of the replaceable mentions of the rows in the
@@ -99,7 +106,9 @@ class MentionIndex:
 
 
 def _distinct(sorted_keys: np.ndarray) -> np.ndarray:
-    return sorted_keys[np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])]
+    first = np.ones(len(sorted_keys), dtype=bool)
+    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    return sorted_keys[first]
 
 
 class Augmenter:
@@ -147,7 +156,10 @@ class Augmenter:
                     break
                 tried[template] = True
                 row = int(rows[template])
-                spans = self.index.spans[spans_from[chosen] : spans_to[chosen]]
+                spans = (
+                    self.index.spans(spans_from[chosen], spans_to[chosen], 0),
+                    self.index.spans(spans_from[chosen], spans_to[chosen], 1),
+                )
                 if self._replace(row, spans, replacements, new):
                     used[template] = True
                     made += 1
@@ -160,15 +172,19 @@ class Augmenter:
         return new
 
     def _replace(
-        self, row: int, spans: list[tuple[int, int, int]], replacements: list[int], new: NewPairs
+        self,
+        row: int,
+        spans: tuple[list[tuple[int, int]], list[tuple[int, int]]],
+        replacements: list[int],
+        new: NewPairs,
     ) -> bool:
         text_a, text_b = self.texts_a[row], self.texts_b[row]
         for replacement in replacements:
             value = self.index.mention_value[replacement]
             if value in text_a or (text_b and value in text_b):
                 continue  # also rules out the mention itself
-            new_a = _substitute(text_a, [(start, end) for side, start, end in spans if side == 0], value)
-            new_b = _substitute(text_b, [(start, end) for side, start, end in spans if side == 1], value)
+            new_a = _substitute(text_a, spans[0], value)
+            new_b = _substitute(text_b, spans[1], value)
             key = pair_key(new_a, new_b)
             if key in self.seen:
                 continue

@@ -109,6 +109,12 @@ def resolve_target(
     """The class counts `preset` aims at for an input with `p` positives and `n` negatives."""
     check_options(size, positive_rate)
     if size is None and positive_rate is None:
+        if p > n and preset.name != "original":
+            raise ConfigError(
+                f"variant {preset.name!r}: its default target is for inputs with fewer positives than "
+                f"negatives; this one has {p} positives, {n} negatives ({p / (p + n):.1%} positive): "
+                "give size and/or positive_rate"
+            )
         positives, negatives = preset.default_counts(p, n)
         target = Target(positives, negatives, f"preset: {preset.rule}")
     elif size is not None and positive_rate is not None:
@@ -148,7 +154,7 @@ def _check_reachable(
     ):
         problem = None
         if want < 1:
-            problem = f"the target leaves {want} {label}"
+            problem = f"the target has {want} {label}"
         elif change == "keep" and want != have:
             problem = f"it keeps the {have} {label} as they are, but the target needs {want}"
         elif change == "add" and want < have:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from dicelab.data.hashing import frame_digest
+from dicelab.data.provenance import origin_of, where
 from dicelab.data.resampling._augment import Augmenter, MentionIndex, NewPairs, pair_key
 from dicelab.data.resampling._mentions import Extractor, make_extractor
 from dicelab.data.resampling._presets import Preset, Target, check_options, get_preset, resolve_target
@@ -211,33 +212,32 @@ def _new_rows(new: NewPairs, label: str) -> pd.DataFrame:
 
 def _binary_labels(frame: pd.DataFrame, positive_label: str) -> tuple[np.ndarray, str]:
     """The labels as strings, and the negative label; the input must have exactly two labels."""
+    origin = origin_of(frame)
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
     if missing:
         raise DataError(
-            f"pairs data needs columns {', '.join(REQUIRED_COLUMNS)}; missing: {', '.join(missing)}"
+            f"{origin}: pairs data needs columns {', '.join(REQUIRED_COLUMNS)}; missing {missing}"
         )
     clashing = [column for column in ADDED_COLUMNS if column in frame.columns]
     if clashing:
-        raise DataError(
-            f"input already has column(s) {', '.join(clashing)}: is it a resampled variant already?"
-        )
+        raise DataError(f"{origin}: already has column(s) {', '.join(clashing)} (is it a resampled variant?)")
     for column in ("text_a", "label"):
         empty = np.flatnonzero(frame[column].isna().to_numpy())
         if len(empty):
-            raise DataError(f"row {int(empty[0])}: {column} is missing")
+            raise DataError(f"{where(frame, frame.index[empty[0]])}: {column} is missing")
     labels = frame["label"].astype(str).to_numpy(dtype=object)
-    names = sorted(set(labels.tolist()))
-    if len(names) > 2:
-        shown = ", ".join(repr(name) for name in names[:5])
+    if positive_label not in labels:
+        raise DataError(f"{origin}: no positives (no row has the positive label {positive_label!r})")
+    others = labels[labels != positive_label]
+    if not len(others):
+        raise DataError(f"{origin}: no negatives (every row has the positive label {positive_label!r})")
+    third = np.flatnonzero((labels != positive_label) & (labels != others[0]))
+    if len(third):
         raise DataError(
-            f"labels must be binary, found {len(names)}: {shown}{', ...' if len(names) > 5 else ''}"
+            f"{where(frame, frame.index[third[0]])}: label {labels[third[0]]!r} makes the labels non-binary "
+            f"(resampling needs two labels: {positive_label!r} and {others[0]!r})"
         )
-    if positive_label not in names:
-        raise DataError(f"no positives: no row has the positive label {positive_label!r} (labels: {names})")
-    negatives = [name for name in names if name != positive_label]
-    if not negatives:
-        raise DataError(f"no negatives: every row has the positive label {positive_label!r}")
-    return labels, negatives[0]
+    return labels, str(others[0])
 
 
 def _counts(labels: pd.Series | np.ndarray, plan: Plan) -> dict[str, int]:

@@ -1,13 +1,14 @@
-"""Data sources: each reads a dataset named by `config.data` and returns it as a RawDataset.
+"""Data sources: each reads the dataset that `config.data` names and returns it as a RawDataset.
 
-A source returns the splits in canonical columns, indexed by each example's location (see
-`dicelab.data.provenance`), with the label set it knows (empty when it must be inferred) and an empty
-fingerprint: `dicelab.data.load_raw_dataset` validates, limits and fingerprints what every source returns.
-Adding a source is one module that registers a function with `@SOURCES.register(name)`.
+A source returns every split of `data.splits` in the canonical columns of the task's family, indexed by
+each example's location (see `dicelab.data.provenance`), with the label set it knows (empty when it must be
+inferred from the data) and an empty fingerprint: `dicelab.data.load_raw_dataset` checks, limits,
+resamples and fingerprints what every source returns.
+Adding a source is one module here that registers a function with `@SOURCES.register(name)`.
 """
 
-from dicelab.data.sources import _hub, _local, _synthetic_pairs, _synthetic_spans, _synthetic_tagging
+# Importing the source modules registers them.
+from dicelab.data.sources import _hub, _local, _synthetic_pairs, _synthetic_spans, _synthetic_tagging  # noqa: F401
 from dicelab.data.sources._registry import SOURCES, Source
 
 __all__ = ["SOURCES", "Source"]
-del _hub, _local, _synthetic_pairs, _synthetic_spans, _synthetic_tagging

@@ -31,9 +31,9 @@ from dicelab.data.synthetic._lexicon import (
 )
 from dicelab.data.synthetic._random import exact_shuffled_flags, pick
 
-NEGATIVE_KINDS = {"negated": 0.3, "extra": 0.3, "detail": 0.25, "unrelated": 0.15}  # shares of negatives
-NEGATED_RATE = 0.15  # events (of both labels) that are negated in both sentences
-EXTRA_RATE = 0.15  # events (of both labels) with an extra action in both sentences
+NEGATIVE_KINDS = {"negated": 0.35, "extra": 0.35, "detail": 0.15, "unrelated": 0.15}  # shares of negatives
+NEGATED_RATE = 0.1  # events (of both labels) that are negated in both sentences
+EXTRA_RATE = 0.1  # events (of both labels) with an extra action in both sentences
 DROP_DETAIL_RATE = 0.2  # a sentence leaves out the place or the time (both labels alike)
 
 Verb = tuple[str, str, str]  # base, past, participle

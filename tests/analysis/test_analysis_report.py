@@ -1,0 +1,152 @@
+"""The report end to end: files, real PNGs, an HTML page that opens offline, artifacts, the CLI."""
+
+import base64
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from dicelab.analysis import build_report, load_runs
+from dicelab.cli import main
+from dicelab.errors import DicelabError
+from dicelab.tracking import conventions as names
+
+PAPER = {"metric": "f1", "results": {"ce": {"original": 91.3}}, "sensitivity": {"tversky": {"0.6": 84.67}}}
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+class _Resources(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.urls += [value or "" for name, value in attrs if name in ("src", "href")]
+
+
+@pytest.fixture(scope="module")
+def sweep(module_sweep_log):
+    log = module_sweep_log("quickstart", paper=PAPER)
+    for alpha, base in ((0.3, 0.70), (0.6, 0.76), (0.9, 0.72)):
+        for seed in range(2):
+            params = {"loss.alpha": alpha, "loss.beta": round(1 - alpha, 6)}
+            log.trial(base + seed / 100, loss="tversky", seed=seed, params=params)
+    for variant, base in (("original", 0.74), ("+positive", 0.75)):
+        for seed in range(2):
+            log.trial(base + seed / 100, loss="ce", variant=variant, seed=seed)
+    log.trial(
+        None, loss="ce", seed=7, outcome="failed", reason="RuntimeError: CUDA out of memory", history=[]
+    )
+    return log
+
+
+@pytest.fixture(scope="module")
+def report(sweep, module_tracking_uri, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports") / "quickstart"
+    return build_report(load_runs("quickstart", module_tracking_uri), out)
+
+
+def test_report_folder_holds_markdown_html_csvs_and_figures(report):
+    names_written = {path.relative_to(report.directory).as_posix() for path in report.files}
+    assert {
+        "report.md",
+        "report.html",
+        "trials.csv",
+        "sensitivity.csv",
+        "ablation.csv",
+        "importance.csv",
+    } <= (names_written)
+    kinds = {Path(name).name.split("_")[0] for name in names_written if name.startswith("figures/")}
+    assert kinds == {"sensitivity", "importance", "parallel", "training"}
+    markdown = report.markdown.read_text(encoding="utf-8")
+    for link in (line.split("](")[1].rstrip(")") for line in markdown.splitlines() if line.startswith("![")):
+        assert (report.directory / link).is_file()
+    assert "RuntimeError: CUDA out of memory" in markdown  # the failed trial is listed with its reason
+    assert "| `ce` (paper) | 91.30 |" in markdown
+    assert "beta = 1 − alpha" in markdown
+
+
+def test_figures_are_real_pngs_of_the_expected_size(report):
+    figures = [path for path in report.files if path.suffix == ".png"]
+    for path in figures:
+        width, height = png_size(path.read_bytes())
+        if not path.name.startswith("importance"):  # importance grows with its panels
+            assert (width, height) == (900, 500), path.name
+        else:
+            assert width == 900 and height > 200
+
+
+def test_html_is_self_contained(report):
+    text = report.html.read_text(encoding="utf-8")
+    parser = _Resources()
+    parser.feed(text)
+    assert not {"script", "link", "iframe"} & set(parser.tags)
+    assert parser.urls and all(url.startswith("data:image/png;base64,") for url in parser.urls)
+    assert "http://" not in text and "https://" not in text
+    pngs = sorted(png_size(base64.b64decode(url.split(",", 1)[1])) for url in parser.urls)
+    files = sorted(png_size(path.read_bytes()) for path in report.files if path.suffix == ".png")
+    assert pngs == files
+
+
+def test_report_is_logged_to_the_parent_run(report, sweep):
+    assert report.logged_run_id == sweep.parent_id
+    logged = {item.path for item in sweep.client.list_artifacts(sweep.parent_id, names.REPORT_DIR)}
+    assert {"report/report.html", "report/report.md", "report/figures", "report/ablation.csv"} <= logged
+
+
+def test_rebuilding_replaces_an_older_report_but_never_a_foreign_folder(
+    report, sweep, module_tracking_uri, tmp_path
+):
+    runs = load_runs("quickstart", module_tracking_uri)
+    stale = report.directory / "figures" / "stale.png"
+    stale.write_bytes(b"old")
+    again = build_report(runs, report.directory, log_to_mlflow=False)
+    assert again.html.is_file() and not stale.exists()
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(DicelabError, match="not a dicelab report folder"):
+        build_report(runs, foreign, log_to_mlflow=False)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_single_seed_sweep_without_parent_says_so_and_gets_an_analysis_run(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("single", parent=False)
+    for alpha, value in ((0.3, 0.70), (0.6, 0.75)):
+        log.trial(value, loss="tversky", params={"loss.alpha": alpha, "loss.beta": round(1 - alpha, 6)})
+    report = build_report(load_runs("single", tracking_uri), tmp_path / "out")
+    markdown = report.markdown.read_text(encoding="utf-8")
+    assert "single usable seed: no confidence interval" in markdown
+    assert "single seed: no interval" in markdown
+    assert "importance skipped, 2 usable trials" in markdown
+    client = MlflowClient(tracking_uri)
+    run = client.get_run(report.logged_run_id)
+    assert run.data.tags[names.ROLE] == "analysis"
+    again = build_report(load_runs("single", tracking_uri), tmp_path / "out")
+    assert again.logged_run_id == report.logged_run_id  # reused, not one more run per analysis
+
+
+def test_cli_writes_the_report_and_prints_where(sweep, module_tracking_uri, tmp_path, capsys):
+    out = tmp_path / "cli-report"
+    code = main(["analyze", "--experiment", "quickstart", "--tracking-uri", module_tracking_uri,
+                 "--out", str(out), "--no-log"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert f"report: {out / 'report.html'}" in printed
+    assert "1 failed" in printed
+
+
+def test_cli_unknown_experiment_is_a_one_line_error(sweep, module_tracking_uri, capsys):
+    code = main(["analyze", "--experiment", "nope", "--tracking-uri", module_tracking_uri])
+    error = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(error.splitlines()) == 1
+    assert "no experiment 'nope'" in error and "quickstart" in error

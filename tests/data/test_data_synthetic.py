@@ -1,0 +1,107 @@
+"""Synthetic generators: deterministic by seed, exact imbalance, valid tags and offsets, not trivial."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from dicelab.data import load_raw_dataset
+from dicelab.data.iob import to_iob2
+from dicelab.data.synthetic import TAGS, generate_pairs, generate_spans, generate_tagging
+
+
+@pytest.mark.parametrize("generate", [generate_pairs, generate_tagging, generate_spans])
+def test_deterministic_by_seed(generate):
+    rate = 0.3
+    first, again, other = generate(60, rate, [7, 0]), generate(60, rate, [7, 0]), generate(60, rate, [8, 0])
+    assert first.equals(again)
+    assert not first.equals(other)
+
+
+@pytest.mark.parametrize(("n", "rate"), [(2000, 0.2), (501, 0.37), (10, 0.05), (7, 0.5)])
+def test_pairs_positive_rate_is_exact(n, rate):
+    frame = generate_pairs(n, rate, 0)
+    assert (frame["label"] == "1").sum() == round(n * rate)
+    assert set(frame["label"]) <= {"0", "1"}
+
+
+def test_pairs_have_no_single_token_that_separates_the_classes():
+    frame = generate_pairs(1000, 0.5, 1)
+    with_word = {"1": Counter(), "0": Counter()}  # label -> word -> pairs containing it
+    for a, b, label in zip(frame["text_a"], frame["text_b"], frame["label"], strict=True):
+        with_word[label].update(set(re.findall(r"[\w.]+", f"{a} {b}".lower())))
+    negatives = (frame["label"] == "0").sum()
+    best = 0.0
+    for word in with_word["1"] | with_word["0"]:
+        # the rule "positive when the pair contains the word" (or its reverse)
+        accuracy = (with_word["1"][word] + negatives - with_word["0"][word]) / len(frame)
+        best = max(best, accuracy, 1 - accuracy)
+    assert best < 0.75  # duplicates need comparing the two sentences
+
+
+def test_pairs_look_like_sentences():
+    frame = generate_pairs(50, 0.5, 2)
+    for text in [*frame["text_a"], *frame["text_b"]]:
+        assert (text[0].isupper() or text[0].isdigit()) and text.endswith(".") and "  " not in text
+        assert 5 <= len(text.split()) <= 30
+
+
+@pytest.mark.parametrize("density", [0.05, 0.15, 0.3])
+def test_tagging_entity_density(density):
+    frame = generate_tagging(500, density, 3)
+    tags = [tag for sentence in frame["tags"] for tag in sentence]
+    assert sum(tag != "O" for tag in tags) / len(tags) == pytest.approx(density, abs=0.01)
+
+
+def test_tagging_is_valid_iob2_with_every_type():
+    frame = generate_tagging(300, 0.15, 4)
+    for tokens, tags in zip(frame["tokens"], frame["tags"], strict=True):
+        assert len(tokens) == len(tags) and tags == to_iob2(tags)
+        assert set(tags) <= set(TAGS)
+    assert {tag for tags in frame["tags"] for tag in tags} == set(TAGS)
+
+
+def test_tagging_names_are_ambiguous_between_people_and_places():
+    frame = generate_tagging(2000, 0.3, 5)
+    types: dict[str, set[str]] = {}
+    for tokens, tags in zip(frame["tokens"], frame["tags"], strict=True):
+        for token, tag in zip(tokens, tags, strict=True):
+            if tag.startswith("B-"):
+                types.setdefault(token, set()).add(tag[2:])
+    assert {"PER", "LOC"} <= types["Jordan"]
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.33])
+def test_spans_offsets_and_unanswerable_rate(rate):
+    frame = generate_spans(300, rate, 6)
+    assert sum(not texts for texts in frame["answer_texts"]) == round(300 * rate)
+    assert frame["id"].is_unique
+    for context, texts, starts in zip(
+        frame["context"], frame["answer_texts"], frame["answer_starts"], strict=True
+    ):
+        assert len(texts) == len(starts)
+        for text, start in zip(texts, starts, strict=True):
+            assert context[start : start + len(text)] == text
+
+
+@pytest.mark.parametrize(
+    ("source", "task", "labels"),
+    [
+        ("synthetic_pairs", "pair_classification", ["0", "1"]),
+        ("synthetic_tagging", "token_tagging", TAGS),
+        ("synthetic_spans", "span_extraction", []),
+    ],
+)
+def test_synthetic_sources(make_config, source, task, labels):
+    synthetic = {"n_train": 40, "n_dev": 10, "seed": 3, "unanswerable_rate": 0.2}
+    raw = load_raw_dataset(make_config(task=task, source=source, synthetic=synthetic))
+    assert raw.label_names == labels
+    assert (len(raw.train), len(raw.dev)) == (40, 10)
+    assert (
+        raw.fingerprint
+        == load_raw_dataset(make_config(task=task, source=source, synthetic=synthetic)).fingerprint
+    )
+    bigger = load_raw_dataset(make_config(task=task, source=source, synthetic={**synthetic, "n_train": 50}))
+    assert bigger.dev.equals(raw.dev)  # dev does not depend on the size of train

@@ -1,0 +1,260 @@
+"""Real components for the integration tests, started here and stopped by process group id:
+
+- a two-node Ray cluster on 127.0.0.1 (`ray start --head` plus a worker node, one CPU each) with token
+  authentication (RAY_AUTH_MODE=token, the token in a file of the session's temp dir) and its own temp dir,
+- an MLflow tracking server over HTTP (SQLite backend, local artifact store).
+
+Every port is a free one, so the tests never meet another Ray cluster or server on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Process:
+    """A process started in its own session; stop() signals exactly its process group."""
+
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        try:
+            group = os.getpgid(self.popen.pid)
+        except ProcessLookupError:
+            return
+        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.popen.wait(timeout=wait_s)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def start(name: str, args: list[str], env: dict[str, str], logs: Path) -> Process:
+    log = logs / f"{name}.log"
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            args,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return Process(name, popen, log)
+
+
+def wait_until(predicate: Any, timeout_s: float, what: str, process: Process | None = None) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.popen.poll() is not None:
+            raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-3000:]}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    tail = process.log.read_text()[-3000:] if process is not None else ""
+    raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def session_dir() -> Iterator[Path]:
+    # Short, so Ray's socket paths under its temp dir stay below the 107-character limit of Unix sockets.
+    path = Path(tempfile.mkdtemp(prefix="dl-it-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_env(session_dir: Path) -> dict[str, str]:
+    """Environment of every process of these tests: the cluster's token auth, this venv first on PATH."""
+    token = session_dir / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "MLFLOW_"))}
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=str(token),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    return env
+
+
+@dataclass
+class RayCluster:
+    address: str  # GCS, for `dicelab sweep --address`
+    dashboard: str  # http://..., for `dicelab submit --address`
+
+
+def _alive_nodes(address: str, env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [
+            str(BIN / "ray"),
+            "list",
+            "nodes",
+            "--address",
+            address,
+            "--format",
+            "json",
+            "--filter",
+            "state=ALIVE",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        return 0
+    try:
+        return len(json.loads(done.stdout))
+    except json.JSONDecodeError:
+        return 0
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayCluster]:
+    temp_dir = session_dir / "ray"
+    port, dashboard_port = free_port(), free_port()
+
+    def node_ports() -> list[str]:
+        return [
+            f"--node-manager-port={free_port()}",
+            f"--object-manager-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            "--min-worker-port=0",  # random free ports for worker processes
+            "--max-worker-port=0",
+        ]
+
+    common = ["--num-cpus=1", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+    head = start(
+        "ray-head",
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}",
+            f"--ray-client-server-port={free_port()}",
+            f"--temp-dir={temp_dir}",
+            *common,
+            *node_ports(),
+        ],
+        ray_env,
+        session_dir,
+    )
+    processes = [head]
+    try:
+        dashboard = f"http://127.0.0.1:{dashboard_port}"
+        wait_until(lambda: _alive_nodes(dashboard, ray_env) >= 1, 180, "the Ray head node", head)
+        worker = start(
+            "ray-worker",
+            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", *common, *node_ports()],
+            ray_env,
+            session_dir,
+        )
+        processes.append(worker)
+        wait_until(lambda: _alive_nodes(dashboard, ray_env) >= 2, 180, "the Ray worker node", worker)
+        yield RayCluster(address=f"127.0.0.1:{port}", dashboard=dashboard)
+    finally:
+        for process in reversed(processes):
+            process.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(session_dir: Path, ray_env: dict[str, str]) -> Iterator[str]:
+    store = session_dir / "mlflow"
+    store.mkdir()
+    port = free_port()
+    server = start(
+        "mlflow-server",
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--workers=1",
+            f"--backend-store-uri=sqlite:///{store / 'mlflow.db'}",
+            f"--artifacts-destination={store / 'artifacts'}",
+        ],
+        ray_env,
+        session_dir,
+    )
+    uri = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_until(healthy, 120, "the MLflow server", server)
+        yield uri
+    finally:
+        server.stop()
+
+
+# -- helpers for the tests --------------------------------------------------------------------------------
+
+TINY_TRIAL: dict[str, Any] = {
+    "data": {"source": "synthetic_pairs", "synthetic": {"n_train": 64, "n_dev": 32}, "max_length": 32},
+    "model": {"backbone": "tiny-bert"},
+    "train": {"epochs": 2, "batch_size": 16, "learning_rate": 1.0e-3, "eval_batch_size": 32},
+    "tracking": {"log_predictions": False},
+}
+
+
+def write_sweep(directory: Path, name: str, search: dict[str, Any], **sections: Any) -> Path:
+    data = {"name": name, **yaml.safe_load(yaml.safe_dump(TINY_TRIAL))}
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    data["search"] = {"resources": {"cpu": 1}, **search}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def dicelab(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "dicelab"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+    )

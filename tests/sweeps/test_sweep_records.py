@@ -1,0 +1,86 @@
+"""A sweep's MLflow runs on a real SQLite store: one child per trial found by tags, closed with its outcome,
+and best metrics recovered from the history of a run stopped from outside (ASHA)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from dicelab.config import load_config
+from dicelab.sweeps import records
+from dicelab.sweeps.space import plan_sweep
+from dicelab.tracking import conventions as names
+from dicelab.tracking.store import ensure_experiment
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def client(tmp_path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def test_trial_runs_are_found_by_sweep_and_trial_id_and_closed_with_their_outcome(client):
+    experiment = ensure_experiment(client, "records")
+    parent = client.create_run(experiment, tags={names.ROLE: names.ROLE_PARENT}).info.run_id
+    run_ids = {}
+    for trial in ("t1", "t2"):
+        run_ids[trial] = records.create_trial_run(
+            client,
+            experiment,
+            run_name=f"trial {trial}",
+            parent_run_id=parent,
+            tags={names.SWEEP_ID: "s1", names.TRIAL_ID: trial},
+            params={f"p{index}": index for index in range(150)},  # more than one MLflow batch
+        )
+    assert records.find_trial_run(client, experiment, "s1", "t2").info.run_id == run_ids["t2"]
+    assert records.find_trial_run(client, experiment, "s1", "t3") is None
+    assert records.find_trial_run(client, experiment, "s2", "t1") is None
+
+    run = client.get_run(run_ids["t1"])
+    assert run.info.status == records.RUNNING
+    assert run.data.tags[MLFLOW_PARENT_RUN_ID] == parent and run.data.tags[names.ROLE] == names.ROLE_TRIAL
+    assert len(run.data.params) == 150
+
+    records.close_run(client, run_ids["t1"], names.NON_FINITE, "non-finite loss (nan) at step 3")
+    records.close_run(client, run_ids["t2"], names.EARLY_STOPPED, "x" * 9000)
+    one, two = client.get_run(run_ids["t1"]), client.get_run(run_ids["t2"])
+    assert (one.info.status, one.data.tags[names.OUTCOME]) == ("FAILED", names.NON_FINITE)
+    assert (two.info.status, two.data.tags[names.OUTCOME]) == ("FINISHED", names.EARLY_STOPPED)
+    assert len(two.data.tags[names.REASON]) <= 8000
+    assert {r.info.run_id for r in records.trial_runs(client, experiment, "s1")} == set(run_ids.values())
+
+
+def test_best_metrics_of_a_stopped_run_come_from_its_history(client):
+    experiment = ensure_experiment(client, "records-best")
+    run_id = client.create_run(experiment).info.run_id
+    now = int(time.time() * 1000)
+    history = {10: (0.4, 0.7), 20: (0.6, 0.5), 30: (0.5, 0.9)}  # step: (dev_f1, dev_recall)
+    client.log_batch(
+        run_id,
+        metrics=[
+            Metric(key, value, now, step)
+            for step, (f1, recall) in history.items()
+            for key, value in (("dev_f1", f1), ("dev_recall", recall), ("train_loss", 1.0))
+        ],
+    )
+    records.log_best_from_history(client, client.get_run(run_id), "f1")
+    metrics = client.get_run(run_id).data.metrics
+    assert metrics["best_dev_f1"] == 0.6 and metrics["best_dev_recall"] == 0.5 and metrics["best_step"] == 20
+    assert "best_train_loss" not in metrics
+
+
+def test_quickstart_is_a_valid_sweep_of_five_losses_with_two_seeds():
+    config = load_config(ROOT / "experiments" / "quickstart.yaml")
+    plan = plan_sweep(config, "quickstart.yaml")
+    points = [plan.trial_data(point)[1] for point in plan.points()]
+    assert plan.num_trials == 16 and plan.num_configurations == 8
+    assert {p["loss.name"] for p in points} == {"ce", "focal", "dice", "tversky", "dsc"}
+    assert {p["train.seed"] for p in points} == {1, 2}
+    assert sorted({p["loss.alpha"] for p in points if p["loss.name"] == "tversky"}) == [0.3, 0.5, 0.7]
+    assert config.data.source == "synthetic_pairs" and config.model.backbone == "tiny-bert"

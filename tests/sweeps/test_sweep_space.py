@@ -1,0 +1,312 @@
+"""Search spaces: expansion, tied keys, per-loss spaces, named spaces, seeds, validation errors."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from dicelab.config import config_from_dict
+from dicelab.errors import ConfigError
+from dicelab.sweeps.space import SweepPlan, named_spaces, plan_sweep
+
+BASE: dict[str, Any] = {
+    "name": "space-test",
+    "data": {"source": "synthetic_pairs", "synthetic": {"n_train": 40, "n_dev": 20}},
+    "loss": {"name": "ce"},
+}
+
+
+def sweep(search: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    data.update(copy.deepcopy(sections))
+    data["search"] = search
+    return data
+
+
+def plan_of(search: dict[str, Any], **sections: Any) -> SweepPlan:
+    return plan_sweep(config_from_dict(sweep(search, **sections), "sweep.yaml"), "sweep.yaml")
+
+
+def overrides(plan: SweepPlan) -> list[dict[str, Any]]:
+    return [plan.trial_data(point)[1] for point in plan.points()]
+
+
+def config_error(search: dict[str, Any], **sections: Any) -> str:
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict(sweep(search, **sections), "sweep.yaml")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("sweep.yaml")
+    return message
+
+
+# -- grid expansion ----------------------------------------------------------------------------------------
+
+
+def test_grid_is_the_cross_product_with_seeds_innermost():
+    plan = plan_of(
+        {
+            "space": {
+                "loss.name": {"grid": ["ce", "dice"]},
+                "train.learning_rate": {"grid": [1.0e-4, 2.0e-4]},
+            },
+            "seeds": [1, 2, 3],
+        }
+    )
+    points = plan.points()
+    assert plan.num_trials == len(points) == 12
+    assert plan.num_configurations == 4
+    assert points[:3] == [
+        {"loss.name": "ce", "train.learning_rate": 1e-4, "train.seed": seed} for seed in (1, 2, 3)
+    ]
+    configurations = {(p["loss.name"], p["train.learning_rate"]) for p in points}
+    assert len(configurations) == 4
+    for name, rate in configurations:  # every configuration runs with each seed
+        assert sorted(
+            p["train.seed"] for p in points if (p["loss.name"], p["train.learning_rate"]) == (name, rate)
+        ) == [1, 2, 3]
+
+
+def test_trial_configs_are_plain_validated_trial_configs():
+    plan = plan_of({"space": {"train.batch_size": {"grid": [8, 16]}}, "seeds": [5]})
+    configs = [plan.trial_config(point) for point in plan.points()]
+    assert [(c.train.batch_size, c.train.seed) for c in configs] == [(8, 5), (16, 5)]
+    assert all(c.search is None for c in configs)  # a trial is a `dicelab trial` config
+
+
+def test_tied_key_follows_its_source_exactly():
+    plan = plan_of(
+        {"space": {"loss.alpha": {"grid": [0.3, 0.7]}}, "tied": {"loss.beta": "1 - loss.alpha"}},
+        loss={"name": "tversky"},
+    )
+    assert overrides(plan) == [
+        {"loss.alpha": 0.3, "loss.beta": 0.7},
+        {"loss.alpha": 0.7, "loss.beta": 0.3},
+    ]
+    config = plan.trial_config(plan.points()[0])
+    assert config.loss.params == {"alpha": 0.3, "beta": 0.7}
+
+
+def test_tied_expressions_may_use_base_config_keys_and_whitelisted_functions():
+    plan = plan_of(
+        {
+            "space": {"train.batch_size": {"grid": [8]}},
+            "tied": {"train.eval_batch_size": "max(2 * train.batch_size, train.epochs)"},
+        }
+    )
+    assert overrides(plan) == [{"train.batch_size": 8, "train.eval_batch_size": 16}]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["__import__('os').getpid()", "loss.alpha.__class__", "(lambda: 1)()", "'1'", "loss.alpha if 1 else 2"],
+)
+def test_tied_expressions_outside_the_whitelist_are_config_errors(expression):
+    message = config_error(
+        {"space": {"loss.alpha": {"grid": [0.3]}}, "tied": {"loss.beta": expression}},
+        loss={"name": "tversky"},
+    )
+    assert "search.tied.loss.beta" in message
+
+
+def test_tied_expression_on_a_missing_key_names_the_tied_key():
+    message = config_error(
+        {"space": {"loss.alpha": {"grid": [0.3]}}, "tied": {"loss.beta": "1 - loss.gamma"}},
+        loss={"name": "tversky"},
+    )
+    assert "'search.tied.loss.beta'" in message and "loss.gamma" in message
+
+
+# -- per-loss spaces and named spaces --------------------------------------------------------------------
+
+
+def test_conditional_spaces_expand_to_the_union_of_per_loss_grids():
+    plan = plan_of(
+        {
+            "space": {"train.learning_rate": {"grid": [1.0e-4, 3.0e-4]}},
+            "conditional": {
+                "tversky": {
+                    "space": {"loss.alpha": {"grid": [0.3, 0.5, 0.7]}},
+                    "tied": {"loss.beta": "1 - loss.alpha"},
+                },
+                "dsc": {"space": {"loss.alpha": {"grid": [0.1, 0.5]}}},
+                "ce": {},
+            },
+        },
+        loss={"name": "tversky", "alpha": 0.4, "beta": 0.6},
+    )
+    got = overrides(plan)
+    assert len(got) == 2 * (3 + 2 + 1)
+    assert {o["loss.name"] for o in got} == {"tversky", "dsc", "ce"}
+    assert all(
+        o["loss.beta"] == pytest.approx(1 - o["loss.alpha"]) for o in got if o["loss.name"] == "tversky"
+    )
+    assert all("loss.beta" not in o for o in got if o["loss.name"] != "tversky")
+    ce = next(plan.trial_config(p) for p in plan.points() if p["loss.name"] == "ce")
+    assert ce.loss.params == {}  # another loss than the base config's starts from its own defaults
+
+
+def test_named_spaces_are_shipped_and_each_is_a_valid_sweep():
+    spaces = named_spaces()
+    assert {"tversky_alpha", "focal_gamma", "wce_k", "dsc_alpha", "table8"} <= set(spaces)
+    for name, space in spaces.items():
+        plan = plan_of({"spaces": [name]})
+        assert plan.num_trials >= 2, name
+        if space.loss is not None:
+            assert all(plan.trial_config(p).loss.name == space.loss for p in plan.points())
+
+
+def test_tversky_alpha_space_is_table_10():
+    got = overrides(plan_of({"spaces": ["tversky_alpha"]}))
+    assert [o["loss.alpha"] for o in got] == pytest.approx([0.1 * i for i in range(1, 10)])
+    assert all(o["loss.alpha"] + o["loss.beta"] == pytest.approx(1.0) for o in got)
+    assert {o["loss.beta"] for o in got} == {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}
+
+
+def test_table8_space_is_losses_times_variants():
+    got = overrides(plan_of({"spaces": ["table8"]}))
+    assert len(got) == 4 * 5
+    assert {o["data.variant"] for o in got} == {
+        "original",
+        "+positive",
+        "+negative",
+        "-negative",
+        "+positive+negative",
+    }
+
+
+def test_named_spaces_per_loss_in_one_sweep():
+    plan = plan_of(
+        {"conditional": {"tversky": {"spaces": ["tversky_alpha"]}, "focal": {"spaces": ["focal_gamma"]}}}
+    )
+    got = overrides(plan)
+    assert len(got) == 9 + len(named_spaces()["focal_gamma"].space["loss.gamma"].grid)
+
+
+# -- random and optuna -----------------------------------------------------------------------------------
+
+
+RANDOM = {
+    "algorithm": "random",
+    "num_samples": 4,
+    "seed": 7,
+    "seeds": [1, 2],
+    "space": {
+        "train.learning_rate": {"loguniform": [1.0e-5, 1.0e-3]},
+        "train.batch_size": {"choice": [8, 16, 32]},
+    },
+    "conditional": {"dsc": {"space": {"loss.alpha": {"uniform": [0.0, 1.0]}}}, "dice": {}},
+}
+
+
+def test_random_points_are_drawn_up_front_seeded_and_within_bounds():
+    first, again = plan_of(RANDOM).points(), plan_of(RANDOM).points()
+    assert first == again
+    assert plan_of({**RANDOM, "seed": 8}).points() != first
+    assert len(first) == 2 * 4 * 2  # losses x num_samples x seeds
+    for point in first:
+        assert 1e-5 <= point["train.learning_rate"] <= 1e-3
+        assert point["train.batch_size"] in (8, 16, 32)
+        assert ("loss.alpha" in point) == (point["loss.name"] == "dsc")
+    configurations = [p for p in first if p["train.seed"] == 1]
+    assert [{**p, "train.seed": 2} for p in configurations] == [p for p in first if p["train.seed"] == 2]
+
+
+def test_optuna_is_seeded_and_repeats_each_proposal_once_per_seed():
+    from ray.tune.search.repeater import TRIAL_INDEX
+
+    from dicelab.sweeps.trainable import point_of
+    from dicelab.sweeps.tuning import search_algorithm
+
+    search = {**RANDOM, "algorithm": "optuna", "num_samples": 3}
+    plan = plan_of(search)
+    assert plan.num_trials == 6
+
+    def proposals(plan: SweepPlan) -> list[dict[str, Any]]:
+        searcher = search_algorithm(plan, "dev_f1")
+        points = []
+        for index in range(plan.num_trials):
+            config = searcher.suggest(f"t{index}")
+            points.append(point_of(config, plan))
+            assert config[TRIAL_INDEX] == index % 2
+            searcher.on_trial_complete(f"t{index}", {"dev_f1": 0.1 * index})
+        return points
+
+    first = proposals(plan)
+    assert first == proposals(plan_of(search))
+    assert first != proposals(plan_of({**search, "seed": 8}))
+    for index in range(0, 6, 2):  # each proposal runs with seed 1, then seed 2
+        assert first[index]["train.seed"] == 1 and first[index + 1] == {**first[index], "train.seed": 2}
+    for point in first:
+        plan.trial_config(point)  # per-loss parameters map back to config keys
+        assert ("loss.alpha" in point) == (point["loss.name"] == "dsc")
+
+
+def test_optuna_probe_points_cover_every_value_and_both_bounds():
+    plan = plan_of({**RANDOM, "algorithm": "optuna"})
+    probes = plan.probe_points()
+    rates = {p["train.learning_rate"] for p in probes}
+    assert rates == {1e-5, 1e-3}
+    assert {p["train.batch_size"] for p in probes} == {8, 16, 32}
+    assert {p["loss.alpha"] for p in probes if p["loss.name"] == "dsc"} == {0.0, 1.0}
+
+
+# -- validation: every mistake is a one-line ConfigError naming the key ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("search", "names"),
+    [
+        ({"algoritm": "grid"}, "search.algoritm"),
+        ({"algorithm": "bayes"}, "search.algorithm"),
+        ({"space": {"loss.alpha": {"grid": [0.1], "uniform": [0, 1]}}}, "search.space.loss.alpha"),
+        ({"space": {"loss.alpha": {"uniform": [0.9, 0.1]}}}, "search.space.loss.alpha"),
+        ({"space": {"train.learning_rate": {"loguniform": [0, 1]}}}, "search.space.train.learning_rate"),
+        (
+            {"space": {"train.learning_rate": {"uniform": [1.0e-5, 1.0e-4]}}},
+            "search.space.train.learning_rate",
+        ),
+        (
+            {"algorithm": "optuna", "num_samples": 4, "space": {"train.batch_size": {"grid": [8, 16]}}},
+            "search.space.train.batch_size",
+        ),
+        ({"algorithm": "random", "space": {"train.batch_size": {"choice": [8]}}}, "search.num_samples"),
+        ({"num_samples": 3, "space": {"train.batch_size": {"grid": [8]}}}, "search.num_samples"),
+        ({"seeds": [1, 1]}, "search.seeds"),
+        ({"seeds": [1], "space": {"train.seed": {"grid": [3]}}}, "search.space.train.seed"),
+        ({"spaces": ["nope"]}, "search.spaces[0]"),
+        ({"spaces": ["tversky_alpha", "focal_gamma"]}, "search.spaces[1]"),
+        ({"space": {"loss.name": {"grid": ["ce"]}}, "conditional": {"dsc": {}}}, "search.conditional.dsc"),
+        ({"conditional": {"dsc": {"space": {"loss.name": {"grid": ["ce"]}}}}}, "search.conditional.dsc"),
+        ({"space": {"lossalpha": {"grid": [1]}}}, "search.space.lossalpha"),
+        ({"space": {"search.seed": {"grid": [1]}}}, "search.space.search.seed"),
+        (
+            {"space": {"train.epochs": {"grid": [1]}}, "tied": {"train.epochs": "2"}},
+            "search.tied.train.epochs",
+        ),
+        ({"tied": {"loss.beta": "1 - loss.alpha", "loss.alpha": "0.5"}}, "loss.beta"),
+        ({"scheduler": {"name": "asha", "grace_period": 5}}, "search.scheduler.grace_period"),
+        ({"scheduler": {"name": "asha", "reduction_factor": 1}}, "search.scheduler.reduction_factor"),
+        ({"resources": {"gpu": 1.5}}, "search.resources.gpu"),
+        ({"resources": {"cpu": 0}}, "search.resources.cpu"),
+        ({"max_concurrent": 0}, "search.max_concurrent"),
+        ({"metric": "dev f1"}, "search.metric"),
+    ],
+)
+def test_invalid_search_sections_are_config_errors_naming_the_key(search, names):
+    assert names in config_error(search)
+
+
+def test_a_bad_value_in_a_grid_is_caught_before_any_trial_runs():
+    message = config_error({"space": {"loss.alpha": {"grid": [0.3, -0.5]}}}, loss={"name": "tversky"})
+    assert "loss.alpha" in message and "search point" in message and "-0.5" in message
+
+
+def test_asha_with_step_evaluations_needs_max_t_and_gpu_needs_a_gpu_device():
+    assert "search.scheduler.max_t" in config_error(
+        {"scheduler": {"name": "asha"}}, train={"eval_every_steps": 10}
+    )
+    assert "search.resources.gpu" in config_error({"resources": {"gpu": 0.25}}, train={"device": "cpu"})
+    plan = plan_of({"resources": {"gpu": 0.25}, "space": {"train.batch_size": {"grid": [8]}}})
+    assert plan.search.resources.gpu == 0.25  # fractional GPUs pack several trials on one device

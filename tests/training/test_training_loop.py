@@ -1,0 +1,202 @@
+"""The trial loop on a tiny tiny-bert: every task family with several losses, determinism, resuming,
+early stopping, stop requests and non-finite losses."""
+
+from __future__ import annotations
+
+import io
+import math
+import pickle
+import re
+
+import pytest
+import torch
+
+from dicelab.errors import ConfigError, TrialFailed
+from dicelab.tracking import conventions as names
+from dicelab.training import Evaluation, Reporter, TrialResult, run_trial
+
+
+class Recorder(Reporter):
+    """Keeps every hook call, to check what the loop reported and in which order."""
+
+    def __init__(self, stop_after_steps: int | None = None):
+        self.calls: list[str] = []
+        self.info: dict = {}
+        self.steps: list[tuple[int, dict]] = []
+        self.evaluations: list[Evaluation] = []
+        self.states: dict[int, dict] = {}
+        self.result: TrialResult | None = None
+        self.stop_after_steps = stop_after_steps
+
+    def on_start(self, config, info):
+        self.calls.append("start")
+        self.info = info
+
+    def on_step(self, step, metrics):
+        self.calls.append("step")
+        self.steps.append((step, metrics))
+
+    def on_evaluation(self, evaluation):
+        self.calls.append("evaluation")
+        self.evaluations.append(evaluation)
+        self.states[evaluation.step] = evaluation.state()
+
+    def should_stop(self):
+        return self.stop_after_steps is not None and bool(self.steps) and self.steps[-1][0] >= self.stop_after_steps
+
+    def on_end(self, result):
+        self.calls.append("end")
+        self.result = result
+
+
+LOOP_CASES = [
+    ("pairs", "ce"),
+    ("pairs", "dice"),
+    ("pairs", "dsc"),
+    ("pairs", "wce"),
+    ("tagging", "ce"),
+    ("tagging", "dsc"),
+    ("spans", "ce"),
+    ("spans", "dice"),
+]
+
+
+@pytest.mark.parametrize(("family", "loss"), LOOP_CASES)
+def test_trial_trains_and_evaluates_each_task_with_each_loss(family, loss, make_config, inputs_for):
+    config = make_config(family, f"loss.name={loss}", "train.eval_every_steps=5")
+    inputs = inputs_for(config)
+    recorder = Recorder()
+
+    result = run_trial(config, recorder, inputs=inputs)
+
+    steps_per_epoch = math.ceil(len(inputs.train_features) / config.train.batch_size)
+    assert result.outcome == names.COMPLETED and result.reason is None
+    assert result.steps == steps_per_epoch
+    assert recorder.calls[0] == "start" and recorder.calls[-1] == "end" and recorder.calls.count("end") == 1
+    assert [e.step for e in recorder.evaluations] == [*range(5, steps_per_epoch, 5), steps_per_epoch]
+    assert result.metric == "f1" and result.metric in result.final_metrics
+    for value in [*result.final_metrics.values(), *result.best_metrics.values()]:
+        assert math.isfinite(value) and 0.0 <= value <= 1.0
+    assert result.best_metrics[result.metric] == max(e.metrics[result.metric] for e in recorder.evaluations)
+    assert result.best_step in [e.step for e in recorder.evaluations]
+    for evaluation in recorder.evaluations:
+        assert math.isfinite(evaluation.metrics[names.TRAIN_LOSS]) and evaluation.metrics[names.TRAIN_LOSS] > 0
+        assert evaluation.train_metrics[names.SAMPLES_PER_SECOND] > 0
+        assert evaluation.train_metrics[names.LEARNING_RATE] >= 0
+    assert result.best_eval_result is not None and result.best_eval_result.predictions
+    assert set(result.best_model_state) == set(recorder.states[result.steps]["model"])
+
+
+def test_training_reduces_the_loss(make_config, inputs_for):
+    config = make_config("tagging", "train.epochs=3", "train.eval_every_steps=10", "train.learning_rate=3e-3")
+    recorder = Recorder()
+    run_trial(config, recorder, inputs=inputs_for(config))
+    losses = [e.metrics[names.TRAIN_LOSS] for e in recorder.evaluations]
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_same_seed_gives_identical_results_on_cpu(make_config, inputs_for):
+    config = make_config("pairs", "loss.name=dsc", "train.max_steps=6", "train.eval_every_steps=3")
+    first = run_trial(config, inputs=inputs_for(config))
+    second = run_trial(config, inputs=inputs_for(config))
+    assert first.final_metrics == second.final_metrics and first.best_metrics == second.best_metrics
+    for name, tensor in first.best_model_state.items():
+        assert torch.equal(tensor, second.best_model_state[name]), name
+
+    other_seed = run_trial(make_config("pairs", "loss.name=dsc", "train.max_steps=6", "train.seed=7"))
+    assert any(
+        not torch.equal(tensor, other_seed.best_model_state[name]) for name, tensor in first.best_model_state.items()
+    )
+
+
+def test_resume_from_an_evaluation_state_continues_exactly(make_config, inputs_for):
+    # 10 batches per epoch, 2 per step: the resumed part crosses an epoch boundary mid-way through accumulation.
+    config = make_config(
+        "pairs", "train.grad_accum_steps=2", "train.max_steps=12", "train.eval_every_steps=4", "model.dropout=0.2"
+    )
+    inputs = inputs_for(config)
+    uninterrupted = Recorder()
+    expected = run_trial(config, uninterrupted, inputs=inputs)
+    assert [e.step for e in uninterrupted.evaluations] == [4, 8, 12]
+
+    buffer = io.BytesIO()
+    torch.save(uninterrupted.states[4], buffer)  # a checkpoint is plain values and tensors
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    resumed = Recorder()
+    result = run_trial(config, resumed, inputs=inputs, resume_state=state)
+
+    assert resumed.info["start_step"] == 4
+    assert [e.step for e in resumed.evaluations] == [8, 12]
+    assert [e.metrics for e in resumed.evaluations] == [e.metrics for e in uninterrupted.evaluations[1:]]
+    assert result.final_metrics == expected.final_metrics and result.best_metrics == expected.best_metrics
+    assert (result.steps, result.best_step) == (expected.steps, expected.best_step)
+    for name, tensor in uninterrupted.states[12]["model"].items():
+        assert torch.equal(tensor, resumed.states[12]["model"][name]), name
+
+
+def test_resume_state_from_other_data_is_refused(make_config, inputs_for):
+    config = make_config("pairs", "train.max_steps=2")
+    recorder = Recorder()
+    run_trial(config, recorder, inputs=inputs_for(config))
+    other = make_config("pairs", "train.max_steps=2", "data.max_length=32")
+    with pytest.raises(ConfigError, match="resume_state"):
+        run_trial(other, resume_state=recorder.states[2])
+
+
+def test_early_stopping_after_patience_evaluations_without_improvement(make_config, inputs_for):
+    # A learning rate this small cannot move the dev metric: every evaluation after the first is no better.
+    config = make_config(
+        "pairs", "train.learning_rate=1e-12", "train.eval_every_steps=1", "train.early_stopping_patience=2"
+    )
+    recorder = Recorder()
+    result = run_trial(config, recorder, inputs=inputs_for(config))
+    assert result.outcome == names.EARLY_STOPPED
+    assert result.steps == 3 and result.best_step == 1
+    assert re.fullmatch(r"no improvement of dev_f1 in 2 evaluations \(best [0-9.]+ at step 1\)", result.reason)
+    assert recorder.result is result
+
+
+def test_a_reporter_can_stop_the_trial(make_config, inputs_for):
+    config = make_config("pairs")
+    recorder = Recorder(stop_after_steps=4)
+    result = run_trial(config, recorder, inputs=inputs_for(config))
+    assert result.outcome == names.EARLY_STOPPED and result.steps == 4
+    assert result.reason == "stopped on request at step 4"
+
+
+def test_non_finite_loss_stops_at_once_and_raises(make_config, inputs_for):
+    config = make_config("pairs", "train.learning_rate=1e30", "train.warmup_ratio=0")
+    recorder = Recorder()
+    with pytest.raises(TrialFailed) as failure:
+        run_trial(config, recorder, inputs=inputs_for(config))
+    reason = failure.value.reason
+    assert re.fullmatch(r"non-finite (loss|gradient norm) \((nan|inf)\) at step \d+ \(epoch \d\.\d\d\)", reason)
+    assert recorder.result.outcome == names.NON_FINITE and recorder.result.reason == reason
+    assert recorder.result.steps < 10 and recorder.calls[-1] == "end"
+
+
+def test_other_exceptions_are_recorded_then_reraised(make_config, inputs_for):
+    config = make_config("pairs", "train.metric=no_such_metric", "train.max_steps=2")
+    recorder = Recorder()
+    with pytest.raises(ConfigError, match="train.metric: 'no_such_metric'"):
+        run_trial(config, recorder, inputs=inputs_for(config))
+    assert recorder.result.outcome == names.FAILED
+    assert recorder.result.reason.startswith("ConfigError: train.metric")
+
+
+def test_inputs_are_reused_only_for_the_same_data(make_config, inputs_for):
+    config = make_config("pairs", "train.max_steps=2")
+    inputs = inputs_for(config)
+    with pytest.raises(ConfigError, match="different data"):
+        run_trial(make_config("pairs", "data.synthetic.n_train=100"), inputs=inputs)
+
+
+def test_inputs_pickle_small_and_work_after_unpickling(make_config, inputs_for):
+    config = make_config("pairs", "train.max_steps=3")
+    inputs = inputs_for(config)
+    payload = pickle.dumps(inputs)
+    frame_size = len(pickle.dumps(inputs.dev_frame))
+    assert len(payload) < frame_size + 20_000  # features and tokenizer travel as file references
+    restored = pickle.loads(payload)
+    assert run_trial(config, inputs=restored).final_metrics == run_trial(config, inputs=inputs).final_metrics
