@@ -153,7 +153,7 @@ cmd_up() {
           fi' EXIT
     # A fresh token per cluster, readable by this user only.
     (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_hex(32), end="")' >"$TOKEN_FILE")
-    # Ray's sockets live under its temp dir and Unix socket paths are short: keep it near /.
+    # Ray's temp dirs (one per node) hold its sockets, and Unix socket paths are short: keep it near /.
     local ray_tmp
     ray_tmp="$(mktemp -d "${TMPDIR:-/tmp}/dicelab-ray.XXXXXX")"
     echo "$ray_tmp" >"$STATE_DIR/ray_tmpdir"
@@ -169,7 +169,7 @@ cmd_up() {
     start_detached ray "$PYTHON" "$SCRIPT_DIR/local_ray_cluster.py" \
         --port "$RAY_PORT" --dashboard-port "$DASHBOARD_PORT" --workers "$WORKERS" \
         --head-cpus "$HEAD_CPUS" --worker-cpus "$WORKER_CPUS" --object-store-mb "$OBJECT_STORE_MB" \
-        --ready-file "$STATE_DIR/ray.ready" --timeout "$UP_TIMEOUT"
+        --temp-dir "$ray_tmp" --ready-file "$STATE_DIR/ray.ready" --timeout "$UP_TIMEOUT"
     # MLflow's job runner (GenAI evaluation jobs, several processes) is not used by dicelab.
     start_detached mlflow env MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
         "$PYTHON" -m mlflow server --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \

@@ -33,6 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--head-cpus", type=int, default=1)
     parser.add_argument("--worker-cpus", type=int, default=1)
     parser.add_argument("--object-store-mb", type=int, default=256, help="object store size of each node")
+    parser.add_argument("--temp-dir", type=Path, required=True, help="each node gets its own dir below it")
     parser.add_argument("--ready-file", type=Path, required=True, help="written once the cluster is up")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the Jobs API")
     return parser.parse_args(argv)
@@ -85,11 +86,17 @@ def main(argv: list[str] | None = None) -> int:
             "dashboard_agent_listen_port": None,  # a free port, not the fixed default
             "num_cpus": args.head_cpus,
             "object_store_memory": object_store_bytes,
+            "temp_dir": str(args.temp_dir / "head"),
         },
     )
-    for _ in range(args.workers):
+    # A temp dir per node, as on separate machines: each node's runtime-env agent deletes the job
+    # packages its node no longer uses, and in a shared dir that would pull them from under the others.
+    for index in range(1, args.workers + 1):
         cluster.add_node(
-            node_ip_address=LOOPBACK, num_cpus=args.worker_cpus, object_store_memory=object_store_bytes
+            node_ip_address=LOOPBACK,
+            num_cpus=args.worker_cpus,
+            object_store_memory=object_store_bytes,
+            temp_dir=str(args.temp_dir / f"worker-{index}"),
         )
 
     stop = threading.Event()

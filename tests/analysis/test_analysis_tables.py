@@ -162,3 +162,25 @@ def test_importance_ranks_alpha_above_the_seed_and_skips_small_scopes(runs):
     fanova = tversky[tversky["evaluator"] == "fANOVA"].set_index("param")["importance"]
     assert fanova["loss.alpha"] > fanova["train.seed"]
     assert any("dsc" in note and "2 usable trials" in note for note in importance.notes)
+
+
+def test_compared_experiments_get_their_own_lines_and_tables(runs, module_tracking_uri, module_sweep_log):
+    other = module_sweep_log("table8-minilm")
+    for alpha, values in ((0.2, [0.75, 0.77]), (0.4, [0.83, 0.85])):
+        for seed, value in enumerate(values):
+            other.trial(
+                value, loss="tversky", seed=seed, params={"loss.alpha": alpha, "loss.beta": 1 - alpha}
+            )
+    both = load_runs(["table8", "table8-minilm"], module_tracking_uri)
+    assert both.report_run == runs.report_run  # the report belongs to the first experiment
+
+    curves = sensitivity_curves(both)
+    tversky = curves[curves["loss"] == "tversky"]
+    assert set(tversky["line"]) == {"table8 · original", "table8-minilm · original"}
+    minilm = tversky[tversky["experiment"] == "table8-minilm"].set_index("x")
+    assert minilm.loc[0.4, "mean"] == pytest.approx(84.0) and minilm.loc[0.4, "is_optimum"]
+    assert minilm["paper"].isna().all()  # its sweep config names no paper numbers
+
+    table = ablation_table(both)
+    row = table[(table["experiment"] == "table8-minilm") & (table["loss"] == "tversky")]
+    assert row["config"].item() == "alpha=0.4, beta=0.6" and math.isnan(row["delta"].item())  # no CE there

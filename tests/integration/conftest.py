@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,11 @@ from typing import Any
 
 import pytest
 import yaml
+from mlflow import MlflowClient
+from mlflow.entities import Run
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from dicelab.tracking import conventions as names
 
 BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
 
@@ -234,7 +240,7 @@ def mlflow_server(session_dir: Path, ray_env: dict[str, str]) -> Iterator[str]:
         server.stop()
 
 
-# -- helpers for the tests --------------------------------------------------------------------------------
+# -- what the tests use ------------------------------------------------------------------------------------
 
 TINY_TRIAL: dict[str, Any] = {
     "data": {"source": "synthetic_pairs", "synthetic": {"n_train": 64, "n_dev": 32}, "max_length": 32},
@@ -244,17 +250,69 @@ TINY_TRIAL: dict[str, Any] = {
 }
 
 
-def write_sweep(directory: Path, name: str, search: dict[str, Any], **sections: Any) -> Path:
-    data = {"name": name, **yaml.safe_load(yaml.safe_dump(TINY_TRIAL))}
-    for key, value in sections.items():
-        data[key] = {**data.get(key, {}), **value}
-    data["search"] = {"resources": {"cpu": 1}, **search}
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+@dataclass
+class SweepTools:
+    env: dict[str, str]
+
+    @staticmethod
+    def write_sweep(directory: Path, name: str, search: dict[str, Any], **sections: Any) -> Path:
+        """A tiny sweep config (tiny-bert, a few dozen synthetic pairs) with the given search section."""
+        data: dict[str, Any] = {"name": name, **yaml.safe_load(yaml.safe_dump(TINY_TRIAL))}
+        for key, value in sections.items():
+            data[key] = {**data.get(key, {}), **value}
+        data["search"] = {"resources": {"cpu": 1}, **search}
+        path = directory / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def run(self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None):
+        """`dicelab ARGS`, to the end."""
+        return subprocess.run(
+            [str(BIN / "dicelab"), *args],
+            env=env or self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+
+    def start(self, args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
+        """`dicelab ARGS` in its own process group (stop it with os.killpg), its output going to `log`."""
+        with log.open("wb") as out:
+            return subprocess.Popen(
+                [str(BIN / "dicelab"), *args],
+                env=self.env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    wait_until = staticmethod(wait_until)
+
+    @staticmethod
+    def sweep_runs(uri: str, experiment: str) -> tuple[list[Run], list[Run]]:
+        """(parent runs, trial runs) of an experiment."""
+        client = MlflowClient(uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            return [], []
+        runs = client.search_runs([found.experiment_id], max_results=1000)
+        parents = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_PARENT]
+        trials = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_TRIAL]
+        return parents, trials
+
+    @staticmethod
+    def by_trial(parent: Run, trials: list[Run]) -> dict[str, Run]:
+        """Trial id -> its run, checking there is exactly one run per trial, nested under `parent`."""
+        for run in trials:
+            assert run.data.tags[MLFLOW_PARENT_RUN_ID] == parent.info.run_id
+            assert run.data.tags[names.SWEEP_ID] == parent.data.tags[names.SWEEP_ID]
+        ids = Counter(run.data.tags[names.TRIAL_ID] for run in trials)
+        assert set(ids.values()) <= {1}, f"a trial has several runs: {ids}"
+        return {run.data.tags[names.TRIAL_ID]: run for run in trials}
 
 
-def dicelab(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "dicelab"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
-    )
+@pytest.fixture(scope="session")
+def sweep_tools(ray_env: dict[str, str]) -> SweepTools:
+    return SweepTools(ray_env)

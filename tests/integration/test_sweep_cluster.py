@@ -7,73 +7,39 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
-from collections import Counter
-from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from dicelab.sweeps.trainable import RAY_NODE, RESTORED_FROM_STEP, WORKER_PID
 from dicelab.tracking import conventions as names
 
-from conftest import BIN, RayCluster, dicelab, wait_until, write_sweep
-
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
-def sweep_runs(uri: str, experiment: str) -> tuple[list[Run], list[Run]]:
-    """(parent runs, trial runs) of an experiment."""
-    client = MlflowClient(uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return [], []
-    runs = client.search_runs([found.experiment_id], max_results=1000)
-    parents = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_PARENT]
-    trials = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_TRIAL]
-    return parents, trials
-
-
-def by_trial(trials: list[Run]) -> dict[str, Run]:
-    ids = Counter(run.data.tags[names.TRIAL_ID] for run in trials)
-    assert set(ids.values()) == {1}, f"a trial has several runs: {ids}"
-    return {run.data.tags[names.TRIAL_ID]: run for run in trials}
-
-
-def assert_nested(parent: Run, trials: list[Run]) -> None:
-    for run in trials:
-        assert run.data.tags[MLFLOW_PARENT_RUN_ID] == parent.info.run_id
-        assert run.data.tags[names.SWEEP_ID] == parent.data.tags[names.SWEEP_ID]
-
-
-def test_sweep_on_a_two_node_cluster_records_nested_runs(
-    tmp_path, ray_cluster: RayCluster, mlflow_server, ray_env
-):
-    config = write_sweep(
+def test_sweep_on_a_two_node_cluster_records_nested_runs(tmp_path, ray_cluster, mlflow_server, sweep_tools):
+    config = sweep_tools.write_sweep(
         tmp_path,
         "it-cluster",
         {"seeds": [1, 2], "space": {"loss.name": {"grid": ["ce", "dice"]}}, "max_concurrent": 2},
     )
-    done = dicelab(
+    done = sweep_tools.run(
         ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server],
-        ray_env,
         tmp_path,
         timeout_s=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 completed" in done.stdout
 
-    parents, trials = sweep_runs(mlflow_server, "it-cluster")
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-cluster")
     assert len(parents) == 1 and len(trials) == 4
     parent = parents[0]
     assert parent.info.status == "FINISHED"
     assert parent.data.params["search.keys"] == "loss.name,train.seed"
     assert parent.data.metrics["trials_completed"] == 4
-    assert_nested(parent, trials)
-    runs = by_trial(trials)
+    runs = sweep_tools.by_trial(parent, trials)
     assert sorted((r.data.params["loss.name"], r.data.params["train.seed"]) for r in runs.values()) == [
         ("ce", "1"),
         ("ce", "2"),
@@ -91,33 +57,37 @@ def test_sweep_on_a_two_node_cluster_records_nested_runs(
     assert len({run.data.tags[RAY_NODE] for run in runs.values()}) == 2  # both nodes ran trials
 
 
-def test_submit_runs_the_sweep_as_a_ray_job_with_this_dicelab(tmp_path, ray_cluster, mlflow_server, ray_env):
-    config = write_sweep(tmp_path, "it-submit", {"space": {"loss.name": {"grid": ["ce", "focal"]}}})
+def test_submit_runs_the_sweep_as_a_ray_job_with_this_dicelab(
+    tmp_path, ray_cluster, mlflow_server, sweep_tools
+):
+    config = sweep_tools.write_sweep(
+        tmp_path, "it-submit", {"space": {"loss.name": {"grid": ["ce", "focal"]}}}
+    )
     args = ["submit", config.name, "--address", ray_cluster.dashboard, "--tracking-uri", mlflow_server]
 
-    without_token = {key: value for key, value in ray_env.items() if key != "RAY_AUTH_MODE"}
-    refused = dicelab(args, without_token, tmp_path, timeout_s=300)
+    without_token = {key: value for key, value in sweep_tools.env.items() if key != "RAY_AUTH_MODE"}
+    refused = sweep_tools.run(args, tmp_path, timeout_s=300, env=without_token)
     assert refused.returncode == 2
     assert "RAY_AUTH_MODE=token" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
-    done = dicelab([*args, "--follow"], ray_env, tmp_path, timeout_s=600)
+    done = sweep_tools.run([*args, "--follow"], tmp_path, timeout_s=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "submitted job dicelab-it-submit-" in done.stdout
     assert "SUCCEEDED" in done.stdout
     # The job imported the uploaded package, not an installed one.
     assert "runtime_resources" in done.stdout.split("from", 1)[1].split()[0]
 
-    parents, trials = sweep_runs(mlflow_server, "it-submit")
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-submit")
     assert len(parents) == 1 and len(trials) == 2
-    assert_nested(parents[0], trials)
+    sweep_tools.by_trial(parents[0], trials)
     assert {run.data.params["loss.name"] for run in trials} == {"ce", "focal"}
     assert all(run.info.status == "FINISHED" for run in trials)
 
 
 def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
-    tmp_path, ray_cluster, mlflow_server, ray_env
+    tmp_path, ray_cluster, mlflow_server, sweep_tools
 ):
-    config = write_sweep(
+    config = sweep_tools.write_sweep(
         tmp_path,
         "it-failures",
         {
@@ -135,38 +105,25 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
     )
     if _cuda_available():
         pytest.skip("this machine has CUDA: the cuda trial would not fail")
-    driver = subprocess.Popen(
-        [
-            str(BIN / "dicelab"),
-            "sweep",
-            str(config),
-            "--address",
-            ray_cluster.address,
-            "--tracking-uri",
-            mlflow_server,
-        ],
-        env=ray_env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
+    log = tmp_path / "driver.log"
+    driver = sweep_tools.start(args, tmp_path, log)
     try:
-        focal = wait_until(
-            lambda: _running_with_evaluation(mlflow_server, "it-failures", "focal"), 400, "focal trial"
+        focal = sweep_tools.wait_until(
+            lambda: _running_with_evaluation(sweep_tools, mlflow_server, "it-failures", "focal"),
+            400,
+            "focal trial",
         )
         os.kill(int(focal.data.tags[WORKER_PID]), signal.SIGKILL)  # the trial's worker dies (same machine)
-        output, _ = driver.communicate(timeout=600)
+        driver.wait(timeout=600)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    assert driver.returncode == 0, output  # some trials failed, the sweep ran: exit 0
+    assert driver.returncode == 0, log.read_text()  # some trials failed, the sweep ran: exit 0
 
-    parents, trials = sweep_runs(mlflow_server, "it-failures")
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-failures")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert_nested(parents[0], trials)
-    runs = by_trial(trials)  # the retried trial kept its one run
+    runs = sweep_tools.by_trial(parents[0], trials)  # the retried trial kept its one run
     assert len(runs) == 4
     outcome = {
         (run.data.params["loss.name"], run.data.params["train.learning_rate"]): run for run in runs.values()
@@ -184,49 +141,44 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
     assert int(crashed.data.tags[RESTORED_FROM_STEP]) > 0  # continued from its checkpoint
     assert names.REASON not in crashed.data.tags  # the failed attempt's reason does not stick
     history = MlflowClient(mlflow_server).get_metric_history(crashed.info.run_id, "dev_f1")
-    assert sorted({point.step for point in history}) == sorted(
-        point.step for point in history
-    )  # no step twice
+    steps = [point.step for point in history]
+    assert len(steps) == len(set(steps))  # no evaluation recorded twice
     assert parents[0].data.metrics["trials_failed"] == 1 and parents[0].data.metrics["trials_non_finite"] == 1
 
 
 def test_a_killed_driver_resumes_without_rerunning_or_duplicating(
-    tmp_path, ray_cluster, mlflow_server, ray_env
+    tmp_path, ray_cluster, mlflow_server, sweep_tools
 ):
-    config = write_sweep(
+    config = sweep_tools.write_sweep(
         tmp_path,
         "it-resume",
         {"seeds": [1, 2], "space": {"loss.name": {"grid": ["ce", "dsc"]}}, "max_concurrent": 1},
         train={"epochs": 3},
     )
     args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
-    driver = subprocess.Popen(
-        [str(BIN / "dicelab"), *args],
-        env=ray_env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    driver = sweep_tools.start(args, tmp_path, tmp_path / "driver.log")
     try:
-        wait_until(lambda: _finished(mlflow_server, "it-resume"), 400, "a finished trial")
+        sweep_tools.wait_until(
+            lambda: _finished(sweep_tools, mlflow_server, "it-resume"), 400, "a finished trial"
+        )
         time.sleep(2.0)  # Tune's experiment state (read by --resume) is saved at least once a second
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=60)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    finished_before = {run.info.run_id: run.info.end_time for run in _finished(mlflow_server, "it-resume")}
-    _, trials = sweep_runs(mlflow_server, "it-resume")
+    finished_before = {
+        run.info.run_id: run.info.end_time for run in _finished(sweep_tools, mlflow_server, "it-resume")
+    }
+    _, trials = sweep_tools.sweep_runs(mlflow_server, "it-resume")
     assert len(trials) < 4 or any(run.info.status == "RUNNING" for run in trials)  # killed mid-sweep
 
-    resumed = dicelab([*args, "--resume"], ray_env, tmp_path, timeout_s=600)
+    resumed = sweep_tools.run([*args, "--resume"], tmp_path, timeout_s=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
-    parents, trials = sweep_runs(mlflow_server, "it-resume")
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-resume")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the same parent, reopened
-    assert_nested(parents[0], trials)
-    runs = by_trial(trials)
+    runs = sweep_tools.by_trial(parents[0], trials)
     assert len(runs) == 4 and all(run.info.status == "FINISHED" for run in runs.values())
     for run in trials:  # finished trials were not run again
         if run.info.run_id in finished_before:
@@ -239,8 +191,8 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _running_with_evaluation(uri: str, experiment: str, loss: str) -> Run | None:
-    _, trials = sweep_runs(uri, experiment)
+def _running_with_evaluation(tools, uri: str, experiment: str, loss: str) -> Run | None:
+    _, trials = tools.sweep_runs(uri, experiment)
     for run in trials:
         if (
             run.data.params.get("loss.name") == loss
@@ -252,6 +204,6 @@ def _running_with_evaluation(uri: str, experiment: str, loss: str) -> Run | None
     return None
 
 
-def _finished(uri: str, experiment: str) -> list[Run]:
-    _, trials = sweep_runs(uri, experiment)
+def _finished(tools, uri: str, experiment: str) -> list[Run]:
+    _, trials = tools.sweep_runs(uri, experiment)
     return [run for run in trials if run.info.status == "FINISHED"]

@@ -29,7 +29,7 @@ def save_figure(figure: Figure, path: Path) -> Path:
 def sensitivity_figure(
     curves: pd.DataFrame, points: pd.DataFrame, *, param: str, relation: str, y_label: str, title: str
 ) -> Figure:
-    """Mean over seeds per value (line), 95% band, each seed (dots), optimum (star) and the paper (X).
+    """Mean over seeds per value (line), interval band, each seed (dots), optimum (star) and the paper (X).
 
     `curves` holds one figure's rows of `sensitivity_curves`; `points` its usable trials (`line`, x, value).
     """

@@ -41,6 +41,7 @@ from dicelab.tracking import conventions as names
 MAX_LISTED_TRIALS = 100  # excluded trials listed in the report; trials.csv has them all
 MAX_CURVE_CONFIGS = 10  # training-curve lines per figure (the best by mean)
 MAX_PARALLEL_AXES = 8
+MAX_PARALLEL_LINES = 2000  # more lines only blacken the plot; a fixed-seed sample shows the same picture
 OUTCOME_ORDER = (names.COMPLETED, names.EARLY_STOPPED, names.FAILED, names.NON_FINITE)
 
 
@@ -96,6 +97,7 @@ class _ReportWriter:
         self.ablation = ablation_from_observations(self.obs, runs, options)
         self.importance = importance_from_observations(self.obs, runs)
         self.several = len(runs.experiments) > 1
+        self.level = f"{options.confidence:.0%}"  # "95%"
         self.notes: list[str] = []
         self.document = Document(f"dicelab report: {' vs '.join(runs.experiments)}")
 
@@ -131,7 +133,7 @@ class _ReportWriter:
             Text(
                 f"Each trial contributes {measured}: {how}. Trials that ended {counted} count; the others "
                 f"are listed at the end and never averaged in. Intervals are two-sided "
-                f"{self.options.confidence:.0%} Student-t intervals over seeds."
+                f"{self.level} Student-t intervals over seeds."
             ),
             Heading("Trials"),
         )
@@ -151,7 +153,7 @@ class _ReportWriter:
             )
         add(Table(["experiment", "trials", *outcomes, "usable"], rows))
         if len(runs.parents):
-            per_sweep = obs.groupby("sweep_id").size()
+            per_sweep = obs.groupby(["experiment", "sweep_id"]).size()
             add(
                 Table(
                     ["experiment", "sweep id", "parent run", "started (UTC)", "trials"],
@@ -161,7 +163,7 @@ class _ReportWriter:
                             f"`{parent.sweep_id}`",
                             f"`{parent.run_id}`",
                             f"{parent.start_time:%Y-%m-%d %H:%M}" if pd.notna(parent.start_time) else "",
-                            str(per_sweep.get(parent.sweep_id, 0)),
+                            str(per_sweep.get((parent.experiment, parent.sweep_id), 0)),
                         ]
                         for parent in runs.parents.itertuples()
                     ],
@@ -178,7 +180,7 @@ class _ReportWriter:
         add(
             Heading("Ablation: loss × data variant"),
             Text(
-                "Layout of the paper's Table 8. Each cell: mean ± 95% CI half-width over seeds, "
+                f"Layout of the paper's Table 8. Each cell: mean ± {self.level} CI half-width over seeds, "
                 "in parentheses the difference to CE on the same data variant. Rows marked (paper) are "
                 "the numbers from the sweep config's `paper.results`."
             ),
@@ -186,7 +188,7 @@ class _ReportWriter:
         keys = ["experiment", "task", "metric"]
         for (experiment, task, metric), table in self.ablation.groupby(keys, sort=False):
             unit = table["unit"].iloc[0]
-            add(Heading(self._group_title(experiment, task, metric, unit), 3))
+            add(Heading(self._group_title(experiment, task, metric), 3))
             variants = ordered(list(dict.fromkeys(table["variant"])), VARIANT_ORDER)
             usual_n = Counter(table.loc[table["n"] > 0, "n"]).most_common(1)
             usual_n = usual_n[0][0] if usual_n else 0
@@ -206,7 +208,7 @@ class _ReportWriter:
             if len(deltas):
                 add(
                     Table(
-                        ["loss", "variant", "Δ vs CE", "95% CI (Welch)", "paper Δ"],
+                        ["loss", "variant", "Δ vs CE", f"{self.level} CI (Welch)", "paper Δ"],
                         [
                             [
                                 f"`{r.loss}`",
@@ -242,8 +244,8 @@ class _ReportWriter:
         self.document.add(
             Heading("Sensitivity to hyperparameters"),
             Text(
-                "Lines: mean over seeds; band: 95% t-interval; dots: single seeds; star: the best mean; "
-                "X: the paper's number where the sweep config gives one (`paper.sensitivity`)."
+                f"Lines: mean over seeds; band: {self.level} t-interval; dots: single seeds; star: the best "
+                "mean; X: the paper's number where the sweep config gives one (`paper.sensitivity`)."
             ),
         )
         figures: dict[tuple[str, str, str, str], list[CurveLine]] = {}
@@ -261,7 +263,9 @@ class _ReportWriter:
             unit, relation = rows["unit"].iloc[0], lines[0].param.relation
             y_label = value_label(metric, unit, self.options)
             single = bool((rows["n"] <= 1).all())
-            subtitle = "one seed per point: no interval" if single else "band: 95% t-interval over seeds"
+            subtitle = (
+                "one seed per point: no interval" if single else f"band: {self.level} t-interval over seeds"
+            )
             title = f"{loss}: {y_label} vs {short_name(param)}\ntask {task} · {subtitle}"
             points = pd.concat(
                 [
@@ -296,14 +300,14 @@ class _ReportWriter:
     def _curve_table(self, rows: pd.DataFrame, param: str) -> Table:
         show_paper = rows["paper"].notna().any()
         show_failed = bool((rows["n_failed"] + rows["n_missing"] > 0).any())
-        header = ["line", short_name(param), "n", "mean", "95% CI"]
+        header = ["line", short_name(param), "n", "mean", f"{self.level} CI"]
         header += ["failed / missing"] if show_failed else []
         header += ["paper"] if show_paper else []
         table_rows = []
         for r in rows.itertuples():
             row = [r.line, format_value(r.x), str(r.n), _number(r.mean), _interval(r.ci_low, r.ci_high)]
             row += [f"{r.n_failed} / {r.n_missing}"] if show_failed else []
-            row += [_number(r.paper)] if show_paper else []
+            row += [_number(r.paper) if math.isfinite(r.paper) else ""] if show_paper else []
             if r.is_optimum:
                 row[1] = f"**{row[1]}** (best)"
             table_rows.append(row)
@@ -334,7 +338,7 @@ class _ReportWriter:
                 index=["scope", "param"], columns="evaluator", values="importance", sort=False
             )
             add(
-                Heading(self._group_title(experiment, task, metric, ""), 3),
+                Heading(self._group_title(experiment, task, metric), 3),
                 Image(path, title),
                 Table(
                     ["scope", "param", *wide.columns],
@@ -358,10 +362,16 @@ class _ReportWriter:
                 continue
             unit = group["unit"].iloc[0]
             label = value_label(metric, unit, self.options)
-            title = f"Every usable trial · task {task}" + (f" · {experiment}" if self.several else "")
-            figure = plots.parallel_coordinates_figure(group, axes, value_label=label, title=title)
+            shown = (
+                group.sample(MAX_PARALLEL_LINES, random_state=0) if len(group) > MAX_PARALLEL_LINES else group
+            )
+            which = (
+                "Every usable trial" if len(shown) == len(group) else f"{len(shown)} of {len(group)} trials"
+            )
+            title = f"{which} · task {task}" + (f" · {experiment}" if self.several else "")
+            figure = plots.parallel_coordinates_figure(shown, axes, value_label=label, title=title)
             path = self._save(figure, "parallel", experiment, task, metric)
-            blocks += [Heading(self._group_title(experiment, task, metric, unit), 3), Image(path, title)]
+            blocks += [Heading(self._group_title(experiment, task, metric), 3), Image(path, title)]
         if blocks:
             self.document.add(
                 Heading("Parallel coordinates"),
@@ -575,7 +585,7 @@ class _ReportWriter:
         repeated = usable[usable.duplicated(subset=[*keys, SEED], keep=False)]
         return int(repeated.drop_duplicates(subset=keys).shape[0]) if len(repeated) else 0
 
-    def _group_title(self, experiment: str, task: str, metric: str, unit: str) -> str:
+    def _group_title(self, experiment: str, task: str, metric: str) -> str:
         title = f"task `{task}` · {metric_label(metric)}"
         return f"{experiment} · {title}" if self.several else title
 

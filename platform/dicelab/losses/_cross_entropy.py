@@ -60,7 +60,8 @@ def wce_class_weights(class_counts: Sequence[float] | Tensor, K: float) -> Tenso
 
     `class_counts` are the training split's per-class counts (binary: [negatives, positives]), all > 0.
     K must be > 0 and large enough that every alpha_t > 0: with a majority class t that needs
-    K > 1 - (n - n_t) / n_t. K = 1 gives log10(n / n_t), the log inverse frequency.
+    K > 1 - (n - n_t) / n_t. K = 1 gives log10(n / n_t), the log inverse frequency. Returns float64
+    weights; the loss casts them to its compute dtype.
     """
     counts = _checks.numbers("class_counts", class_counts, above=0.0, min_length=2)
     K = _checks.number("K", K, above=0.0)
@@ -73,7 +74,7 @@ def wce_class_weights(class_counts: Sequence[float] | Tensor, K: float) -> Tenso
                 f"{weight:.3g} for class {index} (count {count:g} of {total:g}); use K > "
                 f"{1 - (total - count) / count:.4g}"
             )
-    return torch.tensor(weights, dtype=torch.float32)
+    return torch.tensor(weights, dtype=torch.float64)
 
 
 @LOSSES.register("ce")

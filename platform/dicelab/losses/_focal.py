@@ -114,7 +114,7 @@ class FocalLoss(Loss):
         options = focal_options(gamma=gamma, alpha=alpha)
         self.options["gamma"] = options["gamma"]
         if isinstance(options["alpha"], tuple | Tensor):  # a buffer follows the module to its device
-            self.register_buffer("alpha", torch.as_tensor(options["alpha"], dtype=torch.float32))
+            self.register_buffer("alpha", torch.as_tensor(options["alpha"], dtype=torch.float64))
         else:
             self.alpha = options["alpha"]
 

@@ -76,7 +76,9 @@ def point_of(tune_config: dict[str, Any], plan: SweepPlan) -> Point:
 def run_name(overrides: Point) -> str:
     """E.g. "tversky alpha=0.3 beta=0.7 seed=1": the loss, then the last part of each other swept key."""
     parts = [str(overrides[LOSS_KEY])] if LOSS_KEY in overrides else []
-    parts += [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in overrides.items() if key != LOSS_KEY]
+    # the seed last (a stable sort keeps the order of the others)
+    others = sorted((key for key in overrides if key != LOSS_KEY), key=lambda key: key == SEED_KEY)
+    parts += [f"{key.rsplit('.', 1)[-1]}={overrides[key]}" for key in others]
     return " ".join(parts) or "trial"
 
 

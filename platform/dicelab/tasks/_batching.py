@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
@@ -37,3 +41,32 @@ def pad_rows(
     }
     batch.update({key: torch.as_tensor([row[key] for row in rows], dtype=torch.long) for key in scalars})
     return batch
+
+
+def list_array(rows: list[np.ndarray]) -> pa.ListArray:
+    """Per-row arrays as one Arrow list column (the inverse of `list_column`), without a Python object per
+    token; (tokens, 2) arrays become a list of [start, end] pairs per row."""
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    row_offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    values = np.concatenate(rows) if rows else np.zeros((0,), dtype=np.int64)
+    if values.ndim == 2:
+        pairs = pa.array(np.arange(0, values.size + 1, 2, dtype=np.int32))
+        return pa.ListArray.from_arrays(
+            row_offsets, pa.ListArray.from_arrays(pairs, pa.array(values.ravel()))
+        )
+    return pa.ListArray.from_arrays(row_offsets, pa.array(values))
+
+
+def list_column(features: datasets.Dataset, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A list column read straight from Arrow: each row's length and all rows' values, flattened.
+
+    No Python object per token: on a large split those make reading many times slower (the garbage
+    collector keeps scanning them). Values of a list-of-pairs column come back as (tokens, 2).
+    """
+    column = features.with_format("arrow")[name]
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(column).to_numpy()
+    values = pc.list_flatten(column)
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        return lengths, pc.list_flatten(values).to_numpy().reshape(-1, 2)
+    return lengths, values.to_numpy()

@@ -29,8 +29,6 @@ from typing import Any, ClassVar
 import datasets
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,7 +37,14 @@ from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family
 from dicelab.errors import ConfigError, DataError
 from dicelab.losses import CrossEntropyLoss
-from dicelab.tasks._batching import IGNORE_INDEX, MODEL_PADS, pad_rows, tokenizer_columns
+from dicelab.tasks._batching import (
+    IGNORE_INDEX,
+    MODEL_PADS,
+    list_array,
+    list_column,
+    pad_rows,
+    tokenizer_columns,
+)
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -119,8 +124,8 @@ class SpanExtraction:
         columns = {
             **tokenizer_columns(encoding),
             **scalars,
-            "candidate_mask": _list_array(candidate_masks),
-            "offsets": _list_array(window_offsets),
+            "candidate_mask": list_array(candidate_masks),
+            "offsets": list_array(window_offsets),
             "example_index": examples,
             "example_id": [ids[example] for example in examples],
         }
@@ -136,7 +141,7 @@ class SpanExtraction:
         return pad_rows(features, {**MODEL_PADS, "candidate_mask": 0}, scalars=scalars)
 
     def class_counts(self, features: datasets.Dataset, label_names: list[str]) -> list[int]:
-        candidates = 2 * sum(int(np.sum(mask)) for mask in features["candidate_mask"])
+        candidates = 2 * int(list_column(features, "candidate_mask")[1].sum())
         boundaries = 2 * len(features)  # one start and one end per window ([CLS] when it holds no answer)
         return [candidates - boundaries, boundaries]
 
@@ -171,7 +176,8 @@ class SpanExtraction:
         span_scores, starts, ends, null_scores = (
             torch.cat(column).numpy() for column in zip(*windows, strict=True)
         )
-        first_tokens, offsets = _token_offsets(features)
+        lengths, offsets = list_column(features, "offsets")
+        first_tokens = np.cumsum(lengths) - lengths  # each window's first row in the flat offsets
         begins = offsets[first_tokens + starts, 0]  # character range of each window's best span
         finishes = offsets[first_tokens + ends, 1]
         best_score = np.full(len(frame), -np.inf)  # per question: its best span over all its windows
@@ -218,30 +224,6 @@ def _best_spans(
     best_start = flat_index // band
     null = start.gather(1, cls[:, None]).squeeze(1) + end.gather(1, cls[:, None]).squeeze(1)
     return best.cpu(), best_start.cpu(), (best_start + flat_index % band).cpu(), null.cpu()
-
-
-def _list_array(rows: list[np.ndarray]) -> pa.ListArray:
-    """Per-window arrays as one Arrow list column, built without a Python object per token (which makes
-    encoding a large dev set several times slower, the garbage collector scanning them all)."""
-    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
-    row_offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-    values = np.concatenate(rows) if rows else np.zeros((0,), dtype=np.int64)
-    if values.ndim == 2:  # (tokens, 2) character offsets: a list of [start, end] pairs per window
-        pairs = pa.array(np.arange(0, values.size + 1, 2, dtype=np.int32))
-        return pa.ListArray.from_arrays(
-            row_offsets, pa.ListArray.from_arrays(pairs, pa.array(values.ravel()))
-        )
-    return pa.ListArray.from_arrays(row_offsets, pa.array(values))
-
-
-def _token_offsets(features: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets column read straight from Arrow (no Python list per token): each window's first row in
-    the flat (tokens, 2) character offsets, and those offsets."""
-    column = features.with_format("arrow")["offsets"]
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    lengths = pc.list_value_length(column).to_numpy()
-    offsets = pc.list_flatten(pc.list_flatten(column)).to_numpy().reshape(-1, 2)
-    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), offsets
 
 
 def _truncate(tokenizer: Any, questions: list[str], max_tokens: int) -> list[str]:

@@ -20,7 +20,7 @@ from torch import nn
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family
 from dicelab.errors import DataError
-from dicelab.tasks._batching import IGNORE_INDEX, MODEL_PADS, pad_rows, tokenizer_columns
+from dicelab.tasks._batching import IGNORE_INDEX, MODEL_PADS, list_column, pad_rows, tokenizer_columns
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -67,7 +67,7 @@ class TokenTagging:
         return pad_rows(features, {**MODEL_PADS, "labels": IGNORE_INDEX})
 
     def class_counts(self, features: datasets.Dataset, label_names: list[str]) -> list[int]:
-        labels = np.concatenate([np.asarray(row, dtype=np.int64) for row in features["labels"]])
+        labels = list_column(features, "labels")[1]
         return np.bincount(labels[labels != IGNORE_INDEX], minlength=len(label_names)).tolist()
 
     def training_loss(

@@ -164,6 +164,37 @@ def test_exit_code_2_from_the_installed_command(tmp_path: Path) -> None:
     )
 
 
+def test_hub_layout_directory_with_split(
+    dicelab: Callable[..., int], pairs: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub path (`datasets.load_dataset`) on a local directory laid out like glue/qqp."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    features = datasets.Features(
+        {
+            "question1": datasets.Value("string"),
+            "question2": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["not_duplicate", "duplicate"]),
+            "idx": datasets.Value("int32"),
+        }
+    )
+    rows = {
+        "question1": pairs["text_a"].tolist(),
+        "question2": pairs["text_b"].tolist(),
+        "label": pairs["label"].astype(int).tolist(),
+        "idx": list(range(len(pairs))),
+    }
+    (tmp_path / "qqp").mkdir()
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "qqp" / "train.parquet"))
+    out = tmp_path / "out"
+    assert (
+        dicelab("resample", tmp_path / "qqp", "--split", "train", "--variant", "-negative", "--out", out) == 0
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["counts"] == {"1": 180, "0": 420}
+    assert manifest["output"]["counts"] == {"1": 180, "0": 180}
+
+
 @pytest.mark.skipif(not MRPC_TRAIN.exists(), reason="../shared/data is not here")
 def test_real_mrpc(dicelab: Callable[..., int], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # MRPC is 67% positive: the presets' defaults assume a positive minority, explicit targets work.

@@ -1,4 +1,4 @@
-"""New pairs from template pairs by entity-mention replacement (the paper's augmentation, Section 5.2).
+"""New pairs from template pairs by entity-mention replacement, as the paper augments QQP for Table 8.
 
 A new pair is a template pair with one of its mentions replaced, at every place the extractor found it in
 either text, by another mention of the same type drawn from the corpus (frequency-weighted). A mention is
@@ -112,7 +112,7 @@ def _distinct(sorted_keys: np.ndarray) -> np.ndarray:
 
 
 class Augmenter:
-    """Makes new pairs from the template rows of one label; `seen` holds the keys of every existing pair."""
+    """Makes new pairs from template rows; `seen` holds the keys of every existing pair and grows."""
 
     def __init__(
         self,

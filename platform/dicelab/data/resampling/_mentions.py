@@ -191,7 +191,9 @@ class SpacyExtractor:
             raise ConfigError(f"extractor {model!r}: cannot load the spaCy pipeline ({error})") from None
         if "ner" not in self._nlp.pipe_names:
             raise ConfigError(f"extractor {model!r}: the spaCy pipeline has no 'ner' component")
-        self.name = f"spacy:{self._nlp.meta.get('name', model)}-{self._nlp.meta.get('version', '?')}"
+        meta = self._nlp.meta
+        pipeline = f"{meta['lang']}_{meta['name']}" if "lang" in meta and "name" in meta else model
+        self.name = f"spacy:{pipeline}-{meta.get('version', '?')}"  # e.g. spacy:en_core_web_sm-3.8.0
         self._batch_size = batch_size
 
     def extract(self, texts: Sequence[str]) -> Mentions:

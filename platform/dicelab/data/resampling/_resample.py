@@ -100,7 +100,7 @@ def plan_resample(
         positive_rate=positive_rate,
         seed=seed,
         extractor=make_extractor(extractor) if adds else None,
-        input_fingerprint=frame_digest(frame),
+        input_fingerprint=_content_fingerprint(frame, labels),
     )
 
 
@@ -150,8 +150,8 @@ def execute(plan: Plan) -> ResampleResult:
 
     added: dict[str, NewPairs] = {}
     need = {"positive": target.positives - plan.positives, "negative": target.negatives - plan.negatives}
-    if max(need.values()) > 0:
-        added = _augment(plan, need, is_positive)
+    if plan.extractor is not None:  # the plan has one exactly when a class grows
+        added = _augment(plan, plan.extractor, need, is_positive)
     parts = [originals]
     for name, label in (("positive", plan.positive_label), ("negative", plan.negative_label)):
         if name in added:
@@ -168,12 +168,13 @@ def _sample(rows: np.ndarray, want: int, plan: Plan, stream: str) -> np.ndarray:
     return np.sort(rng.choice(rows, size=want, replace=False))
 
 
-def _augment(plan: Plan, need: dict[str, int], is_positive: np.ndarray) -> dict[str, NewPairs]:
+def _augment(
+    plan: Plan, extractor: Extractor, need: dict[str, int], is_positive: np.ndarray
+) -> dict[str, NewPairs]:
     frame = plan.frame
     texts_a: list[str] = frame["text_a"].astype(str).tolist()
     texts_b: list[str | None] = frame["text_b"].astype(object).where(frame["text_b"].notna(), None).tolist()
-    assert plan.extractor is not None
-    mentions = plan.extractor.extract(texts_a + [text or "" for text in texts_b])
+    mentions = extractor.extract(texts_a + [text or "" for text in texts_b])
     augmenter = Augmenter(MentionIndex(len(frame), mentions), texts_a, texts_b, _pair_keys(texts_a, texts_b))
     added: dict[str, NewPairs] = {}
     for name, templates in (("positive", is_positive), ("negative", ~is_positive)):
@@ -238,6 +239,13 @@ def _binary_labels(frame: pd.DataFrame, positive_label: str) -> tuple[np.ndarray
             f"(resampling needs two labels: {positive_label!r} and {others[0]!r})"
         )
     return labels, str(others[0])
+
+
+def _content_fingerprint(frame: pd.DataFrame, labels: np.ndarray) -> str:
+    """sha256 of the rows' content: canonical columns as plain strings (labels as str), so the same pairs
+    give the same fingerprint whether they came as pandas "str" or object columns; the index is ignored."""
+    canonical = frame.assign(label=labels).astype({column: object for column in REQUIRED_COLUMNS})
+    return frame_digest(canonical)
 
 
 def _counts(labels: pd.Series | np.ndarray, plan: Plan) -> dict[str, int]:

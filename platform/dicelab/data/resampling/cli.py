@@ -78,14 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_input(name: str, *, split: str = "train", format: str = "auto") -> pd.DataFrame:
-    """A pairs file (rows indexed by their line, for error messages) or one split of a hub dataset."""
+    """A pairs file (rows indexed by their line, for error messages) or one split of a hub dataset
+    (a hub name, or a local directory in hub layout)."""
     from dicelab.data import read_hub_split
     from dicelab.data.readers import FILE_SUFFIXES, read_located
 
     path = Path(name)
     if path.is_file():
         return read_located(path, "pairs", format)
-    if path.exists() or format != "auto" or path.suffix.lower() in FILE_SUFFIXES:
+    if not path.exists() and (format != "auto" or path.suffix.lower() in FILE_SUFFIXES):
         raise DataError(f"{path}: no such file")
     return read_hub_split(name, split)
 

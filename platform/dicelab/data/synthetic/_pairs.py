@@ -4,13 +4,13 @@ An event has an agent, an action, a quantity of objects, a place and a time; it 
 buy") and may carry a second, extra action ("and 20 trucks were also sold"). The two sentences of a pair
 are worded independently (synonyms, word order, active or passive voice, a lead-in, sometimes the place or
 time left out). A negative pair is, like the non-paraphrases of MRPC and QQP:
-- "negated": one sentence denies what the other reports,
-- "extra": one sentence reports an extra action the other lacks,
-- "detail": one detail changed (another person, number, place, day, object or contrasting action),
-- "unrelated": two unrelated events.
-Positives are negated or carry an extra action too, in both sentences, so no word tells the classes apart:
-negation and extra actions only count when one sentence has them and the other does not, and changed
-details must be compared sentence to sentence (the hardest part, which keeps F1 well below 1).
+- "negated": one sentence denies what the other reports ("did not buy", "refused to buy", ...),
+- "extra": one sentence reports an extra action the other lacks ("..., while 20 trucks were sold"),
+- "detail": one detail changed (another person, number, place, day, object or contrasting action).
+Positives are negated or carry an extra action too, in both sentences, and every cue has several wordings,
+so no single word tells the classes apart (the best one-word rule is right for about 2 pairs in 3 when
+balanced). Changed details must be compared sentence to sentence, which a small model from scratch barely
+learns: they are the hard tenth of the negatives that keeps F1 below 1.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dicelab.data.synthetic._lexicon import (
 )
 from dicelab.data.synthetic._random import exact_shuffled_flags, pick
 
-NEGATIVE_KINDS = {"negated": 0.35, "extra": 0.35, "detail": 0.15, "unrelated": 0.15}  # shares of negatives
+NEGATIVE_KINDS = {"negated": 0.45, "extra": 0.45, "detail": 0.1}  # shares of the negatives
 NEGATED_RATE = 0.1  # events (of both labels) that are negated in both sentences
 EXTRA_RATE = 0.1  # events (of both labels) with an extra action in both sentences
 DROP_DETAIL_RATE = 0.2  # a sentence leaves out the place or the time (both labels alike)
@@ -104,6 +104,14 @@ KINDS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     ),
 }
 ORGANISATION_SUFFIXES = ("Group", "Holdings", "Corp", "Industries", "Partners", "Logistics", "Foods")
+NEGATIONS = ("did not {base}", "never {past}", "refused to {base}", "failed to {base}", "declined to {base}")
+PASSIVE_NEGATIONS = ("were not", "were never")
+EXTRAS = (
+    ", and {objects} were also {participle}",
+    ", while {objects} were {participle}",
+    "; another {objects} were {participle} as well",
+    ", after {objects} had been {participle}",
+)
 LEAD_INS = ("", "", "", "According to officials, ", "Reports say that ", "It was announced that ")
 
 
@@ -180,8 +188,6 @@ def make_negative(event: Event, kind: str, rng: np.random.Generator) -> Event:
         return replace(event, negated=not event.negated)
     if kind == "extra":
         return replace(event, extra=None if event.extra else random_action(event.kind, rng))
-    if kind == "unrelated":
-        return random_event(rng)
     return change_one_detail(event, rng)
 
 
@@ -214,7 +220,7 @@ def realise(event: Event, rng: np.random.Generator) -> str:
     place, time = f"in {event.place}", event.time
     dropped = pick(rng, ("place", "time")) if rng.random() < DROP_DETAIL_RATE else None
     place, time = ("" if dropped == "place" else place), ("" if dropped == "time" else time)
-    verb = pick(rng, (f"did not {base}", f"never {past}")) if event.negated else past
+    verb = pick(rng, NEGATIONS).format(base=base, past=past) if event.negated else past
     form = int(rng.integers(4))
     if form == 0:
         words = [agent, verb, objects, place, time]
@@ -223,7 +229,7 @@ def realise(event: Event, rng: np.random.Generator) -> str:
     elif form == 2:
         words = [place + "," if place else "", agent, verb, objects, time]
     else:
-        were = pick(rng, ("were not", "were never")) if event.negated else "were"
+        were = pick(rng, PASSIVE_NEGATIONS) if event.negated else "were"
         words = [objects, were, participle, "by", agent, place, time]
     sentence = " ".join(word for word in words if word)
     if form in (0, 3):  # forms that read well after "Reports say that"
@@ -231,5 +237,5 @@ def realise(event: Event, rng: np.random.Generator) -> str:
     if event.extra is not None:
         extra_participle = pick(rng, ACTIONS[event.extra.action])[2]
         extra_objects = f"{event.extra.quantity} {pick(rng, event.extra.objects)}"
-        sentence += f", and {extra_objects} were also {extra_participle}"
+        sentence += pick(rng, EXTRAS).format(objects=extra_objects, participle=extra_participle)
     return sentence[0].upper() + sentence[1:] + "."

@@ -1,4 +1,4 @@
-"""Extractive QA: short biographies of two to four people, one question each, SQuAD 2.0 style.
+"""Extractive QA: short biographies of one to three people, one question each, SQuAD 2.0 style.
 
 Answers (a city, a year, an employer, a job) are exact spans of the context with their character offsets.
 Later sentences about a person say "he"/"she", other people's facts of the same kinds are distractors, and a
@@ -65,7 +65,7 @@ def generate_spans(
     rng = np.random.default_rng(seed)
     rows = []
     for number, unanswerable in enumerate(exact_shuffled_flags(n, unanswerable_rate, rng)):
-        people = random_people(rng, int(rng.integers(2, 5)) + 1)
+        people = random_people(rng, int(rng.integers(1, 4)) + 1)
         absent, people = people[-1], people[:-1]
         context = write_context(people, rng)
         if unanswerable:

@@ -1,0 +1,258 @@
+"""Sweep overhead: `dicelab sweep` against the same trials in plain processes, and against Hugging Face
+`Trainer.hyperparameter_search(backend="ray")`; then ASHA against the full grid on the Tversky alpha sweep.
+
+    .venv/bin/python benchmarks/sweep_overhead.py            # everything (about 10 minutes on 2 cores)
+    .venv/bin/python benchmarks/sweep_overhead.py --part overhead | asha
+
+Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
+about 20 s per trial on one core), 2 at a time on 2 CPUs, each timed end to end as a fresh process:
+- sweep:    `dicelab sweep` (local Ray, Tune, a checkpoint per evaluation, MLflow parent + child runs),
+- plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
+- hf:       `Trainer.hyperparameter_search(backend="ray")`, same model size, data, space and epochs.
+Goal: sweep / plain <= 1.15.
+
+ASHA: the named space `tversky_alpha` (9 trials), full grid (FIFO) against ASHA (grace period 1 evaluation,
+reduction factor 2): trial-epochs trained and the best dev F1 found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BIN = Path(sys.executable).parent
+WORKLOAD: dict[str, Any] = {
+    "data": {"source": "synthetic_pairs", "synthetic": {"n_train": 1500, "n_dev": 500}, "max_length": 64},
+    "model": {"backbone": "tiny-bert"},
+    "loss": {"name": "ce"},
+    "train": {"epochs": 5, "batch_size": 32, "learning_rate": 3.0e-3, "metric": "f1"},
+    "tracking": {"log_predictions": False},
+}
+LEARNING_RATES = [1.0e-3, 2.0e-3, 3.0e-3, 5.0e-3]
+SEEDS = [1, 2]
+CONCURRENT = 2
+
+
+def sweep_config(name: str, search: dict[str, Any], epochs: int) -> dict[str, Any]:
+    config = {"name": name, **json.loads(json.dumps(WORKLOAD))}
+    config["train"]["epochs"] = epochs
+    config["search"] = {"resources": {"cpu": 1}, "max_concurrent": CONCURRENT, **search}
+    return config
+
+
+def overhead_config(epochs: int) -> dict[str, Any]:
+    return sweep_config(
+        "bench-overhead", {"space": {"train.learning_rate": {"grid": LEARNING_RATES}}, "seeds": SEEDS}, epochs
+    )
+
+
+def timed(args: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return seconds
+
+
+# -- the plain baseline: run_trial in a pool of worker processes ------------------------------------------
+
+
+def _plain_trial(config_data: dict[str, Any], inputs: Any, uri: str) -> float:
+    import torch
+
+    from dicelab.config import config_from_dict
+    from dicelab.training import run_trial
+    from dicelab.training.reporters import MlflowReporter
+
+    torch.set_num_threads(1)
+    config = config_from_dict(config_data, "plain")
+    result = run_trial(config, MlflowReporter(uri, "bench-plain"), inputs=inputs)
+    return result.best_metrics.get("f1", float("nan"))
+
+
+def run_plain(config_path: Path) -> None:
+    from dicelab.config import config_to_dict, load_config
+    from dicelab.sweeps.space import plan_sweep
+    from dicelab.tracking import check_tracking, default_tracking_uri
+    from dicelab.training import prepare_inputs
+
+    plan = plan_sweep(load_config(config_path), str(config_path))
+    configs = [plan.trial_config(point) for point in plan.points()]
+    uri = default_tracking_uri()
+    check_tracking(uri)
+    inputs = prepare_inputs(configs[0])
+    with ProcessPoolExecutor(CONCURRENT, mp_context=get_context("spawn")) as pool:
+        jobs = [pool.submit(_plain_trial, config_to_dict(config), inputs, uri) for config in configs]
+        print(json.dumps({"f1": [job.result() for job in jobs]}))
+
+
+# -- Hugging Face Trainer.hyperparameter_search(backend="ray") --------------------------------------------
+
+
+def run_hf(config_path: Path) -> None:
+    import torch
+    from ray import tune
+    from transformers import (
+        BertForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from dicelab.config import load_config
+    from dicelab.tasks.backbones import build_encoder
+    from dicelab.training import prepare_inputs
+
+    torch.set_num_threads(1)
+    config = load_config(config_path)
+    inputs = prepare_inputs(config)
+    tokenizer = inputs.tokenizer
+    encoder_config = build_encoder(config.model, tokenizer, max_positions=config.data.max_length).config
+    encoder_config.num_labels = len(inputs.label_names)
+
+    def model_init(trial: Any = None) -> BertForSequenceClassification:
+        return BertForSequenceClassification(encoder_config)
+
+    def f1(prediction: Any) -> dict[str, float]:
+        from sklearn.metrics import f1_score
+
+        return {"f1": float(f1_score(prediction.label_ids, prediction.predictions.argmax(-1)))}
+
+    train = config.train
+    args = TrainingArguments(
+        output_dir=str(Path.cwd() / "hf"),
+        num_train_epochs=train.epochs,
+        per_device_train_batch_size=train.batch_size,
+        per_device_eval_batch_size=train.eval_batch_size,
+        learning_rate=train.learning_rate,
+        weight_decay=train.weight_decay,
+        warmup_ratio=train.warmup_ratio,
+        max_grad_norm=train.max_grad_norm,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        save_total_limit=1,
+        logging_strategy="epoch",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=inputs.train_features,
+        eval_dataset=inputs.dev_features,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=f1,
+    )
+    best = trainer.hyperparameter_search(
+        hp_space=lambda _: {
+            "learning_rate": tune.grid_search(LEARNING_RATES),
+            "seed": tune.grid_search(SEEDS),
+        },
+        compute_objective=lambda metrics: metrics["eval_f1"],
+        n_trials=1,  # one pass over the grid: 8 trials
+        direction="maximize",
+        backend="ray",
+        resources_per_trial={"cpu": 1},
+        max_concurrent_trials=CONCURRENT,
+        storage_path=str(Path.cwd() / "hf_ray_results"),
+        verbose=0,
+    )
+    print(json.dumps({"best_f1": best.objective}))
+
+
+# -- ASHA against the full grid -----------------------------------------------------------------------------
+
+
+def trial_epochs_and_best(workdir: Path, experiment: str) -> tuple[float, float, int]:
+    from mlflow import MlflowClient
+
+    from dicelab.tracking import conventions as names
+
+    client = MlflowClient(f"sqlite:///{workdir / '.dicelab' / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([found.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_TRIAL}'")
+    epochs = sum(max(p.value for p in client.get_metric_history(r.info.run_id, "epoch")) for r in runs)
+    best = max(run.data.metrics.get("best_dev_f1", 0.0) for run in runs)
+    stopped = sum(run.data.tags.get(names.OUTCOME) == names.EARLY_STOPPED for run in runs)
+    return epochs, best, stopped
+
+
+def asha_part(workdir: Path, epochs: int) -> dict[str, Any]:
+    results = {}
+    for scheduler in ("fifo", "asha"):
+        name = f"bench-tversky-{scheduler}"
+        search: dict[str, Any] = {"spaces": ["tversky_alpha"], "scheduler": {"name": scheduler}}
+        if scheduler == "asha":
+            search["scheduler"].update(grace_period=1, reduction_factor=2)
+        path = workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(sweep_config(name, search, epochs)))
+        seconds = timed([str(BIN / "dicelab"), "sweep", str(path)], workdir)
+        trial_epochs, best, stopped = trial_epochs_and_best(workdir, name)
+        results[scheduler] = {
+            "wall_s": round(seconds, 1),
+            "trial_epochs": round(trial_epochs, 2),
+            "best_dev_f1": round(best, 4),
+            "early_stopped": stopped,
+        }
+        print(f"{scheduler}: {results[scheduler]}", flush=True)
+    return results
+
+
+def overhead_part(workdir: Path, epochs: int) -> dict[str, Any]:
+    path = workdir / "overhead.yaml"
+    path.write_text(yaml.safe_dump(overhead_config(epochs)))
+    me = str(Path(__file__).resolve())
+    env_python = str(BIN / "python")
+    times = {
+        "plain": timed([env_python, me, "--worker", "plain", str(path)], workdir),
+        "sweep": timed([str(BIN / "dicelab"), "sweep", str(path)], workdir),
+        "hf": timed([env_python, me, "--worker", "hf", str(path)], workdir),
+    }
+    result = {key: round(value, 1) for key, value in times.items()}
+    result["sweep_over_plain"] = round(times["sweep"] / times["plain"], 3)
+    result["hf_over_plain"] = round(times["hf"] / times["plain"], 3)
+    result["sweep_over_hf"] = round(times["sweep"] / times["hf"], 3)
+    print(f"overhead: {result}", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["overhead", "asha", "all"], default="all")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per trial (5: about 20 s on one core)")
+    parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
+    parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "plain":
+        return run_plain(Path(args.config))
+    if args.worker == "hf":
+        return run_hf(Path(args.config))
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory(prefix="dicelab-bench-") as tmp:
+        workdir = Path(tmp)
+        if args.part in ("overhead", "all"):
+            report["overhead"] = overhead_part(workdir, args.epochs)
+        if args.part in ("asha", "all"):
+            report["asha"] = asha_part(workdir, args.epochs)
+    report["load_average_at_end"] = os.getloadavg()[0]
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""A sweep on a private local Ray with the embedded SQLite store (the `make demo` path), under ASHA: trials
+the scheduler stops cannot end their own MLflow runs, so the driver does, as early-stopped."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow import MlflowClient
+
+from dicelab.tracking import conventions as names
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_path, sweep_tools):
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        "it-asha",
+        {
+            "space": {"loss.name": {"grid": ["ce", "dice"]}},
+            # a budget of one evaluation: ASHA stops every trial after its first epoch of four
+            "scheduler": {"name": "asha", "grace_period": 1, "max_t": 1},
+            "max_concurrent": 2,
+        },
+        train={"epochs": 4},
+    )
+    done = sweep_tools.run(["sweep", str(config)], tmp_path, timeout_s=500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 early_stopped" in done.stdout
+
+    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    parents, trials = sweep_tools.sweep_runs(uri, "it-asha")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    runs = sweep_tools.by_trial(parents[0], trials)
+    assert len(runs) == 2
+    client = MlflowClient(uri)
+    for run in runs.values():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags[names.OUTCOME] == names.EARLY_STOPPED
+        assert "stopped" in run.data.tags[names.REASON]
+        assert "best_dev_f1" in run.data.metrics and "best_step" in run.data.metrics
+        assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop
