@@ -88,22 +88,27 @@ with socket.socket() as sock:
 EOF
 }
 
-# Wait until $1 exists or the process recorded as $2 exits, at most $UP_TIMEOUT seconds in all.
-wait_for_file() {
-    local path="$1" pid="$2"
-    while [[ ! -e "$path" ]]; do
-        kill -0 "$pid" 2>/dev/null || return 1
-        (( SECONDS < DEADLINE )) || return 1
-        sleep 1
-    done
-}
-
-wait_for_http() {
-    local url="$1" pid="$2"
-    until "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$url" \
-        2>/dev/null; do
-        kill -0 "$pid" 2>/dev/null || return 1
-        (( SECONDS < DEADLINE )) || return 1
+# Wait until MLflow answers and Ray wrote its ready file; fail as soon as either process exits.
+wait_until_up() {
+    local deadline=$((SECONDS + UP_TIMEOUT)) mlflow_up="" name
+    while :; do
+        if [[ -z "$mlflow_up" ]] && "$PYTHON" -c \
+            'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+            "http://127.0.0.1:$MLFLOW_PORT/health" 2>/dev/null; then
+            mlflow_up=1
+        fi
+        [[ -n "$mlflow_up" && -e "$STATE_DIR/ray.ready" ]] && return 0
+        for name in ray mlflow; do
+            if ! kill -0 "$(pid_of "$name")" 2>/dev/null; then
+                tail -n 20 "$LOG_DIR/$name.log" >&2
+                echo "local-cluster: $name exited during start-up" >&2
+                return 1
+            fi
+        done
+        if ((SECONDS >= deadline)); then
+            echo "local-cluster: not up after ${UP_TIMEOUT}s (DICELAB_UP_TIMEOUT)" >&2
+            return 1
+        fi
         sleep 1
     done
 }
@@ -145,8 +150,8 @@ cmd_up() {
     mkdir -p "$LOG_DIR" "$STATE_DIR/mlartifacts"
     rm -f "$STATE_DIR/ray.ready" "$ENV_FILE"
     : >"$PIDS_FILE"
-    # From here on, any failure or interrupt stops whatever was started.
-    trap 'exit 130' INT TERM
+    # From here on, any failure, interrupt or closed terminal/pipe stops whatever was started.
+    trap 'exit 130' INT TERM HUP PIPE
     trap 'if [[ -z "${UP_DONE:-}" ]]; then
               echo "local-cluster: up failed; stopping what was started (logs: $LOG_DIR)" >&2
               cmd_down >&2 || true
@@ -159,7 +164,7 @@ cmd_up() {
     echo "$ray_tmp" >"$STATE_DIR/ray_tmpdir"
 
     # Everything below inherits this environment: the Ray nodes, their workers, the job drivers.
-    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$TOKEN_FILE" RAY_TMPDIR="$ray_tmp"
+    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$TOKEN_FILE"
     export RAY_USAGE_STATS_ENABLED=0
     export MLFLOW_TRACKING_URI="http://127.0.0.1:$MLFLOW_PORT"
     PATH="$(dirname "$PYTHON"):$PATH"  # job entrypoints find `dicelab` and `python`
@@ -175,12 +180,8 @@ cmd_up() {
         "$PYTHON" -m mlflow server --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \
         --backend-store-uri "sqlite:///$STATE_DIR/mlflow.db" --artifacts-destination "$STATE_DIR/mlartifacts"
 
-    DEADLINE=$((SECONDS + UP_TIMEOUT))
     echo "local-cluster: starting Ray (head + $WORKERS workers) and MLflow; logs in $LOG_DIR"
-    wait_for_http "http://127.0.0.1:$MLFLOW_PORT/health" "$(pid_of mlflow)" \
-        || { tail -n 20 "$LOG_DIR/mlflow.log" >&2; false; }
-    wait_for_file "$STATE_DIR/ray.ready" "$(pid_of ray)" \
-        || { tail -n 20 "$LOG_DIR/ray.log" >&2; false; }
+    wait_until_up
     UP_DONE=1
 
     write_env_file "$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["gcs_address"])' \

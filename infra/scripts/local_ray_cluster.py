@@ -7,7 +7,7 @@ machine (`ray.cluster_utils.Cluster`), run with Ray's single-machine switch
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, keeps every node on loopback.
 
 Token authentication comes from the environment (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH), which
-every Ray process started here inherits, as do RAY_TMPDIR, MLFLOW_TRACKING_URI and PATH.
+every Ray process started here inherits, as do MLFLOW_TRACKING_URI and PATH.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     # Both are read when ray is imported; children inherit them. The fixed default metrics ports
     # (44217, 44227) would clash with any other Ray on this machine.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # Ray's default temp dir holds the head node and the cluster's address file: no `ray.init()`
+    # elsewhere on this machine finds this cluster.
+    os.environ["RAY_TMPDIR"] = str(args.temp_dir)
     os.environ.setdefault("AUTOSCALER_METRIC_PORT", str(free_port()))
     os.environ.setdefault("DASHBOARD_METRIC_PORT", str(free_port()))
     from ray.cluster_utils import Cluster
@@ -86,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
             "dashboard_agent_listen_port": None,  # a free port, not the fixed default
             "num_cpus": args.head_cpus,
             "object_store_memory": object_store_bytes,
-            "temp_dir": str(args.temp_dir / "head"),
         },
     )
     # A temp dir per node, as on separate machines: each node's runtime-env agent deletes the job

@@ -23,7 +23,7 @@ from dicelab.config import ExperimentConfig, flatten_config
 from dicelab.tracking import conventions as names
 
 LOSSES = {"ce": {}, "focal": {"gamma": 2.0}, "dice": {"gamma": 1.0}, "tversky": {}, "dsc": {"alpha": 0.1}}
-VARIANTS = ("original", "+positive", "+negative", "-negative", "+positive&negative")
+VARIANTS = ("original", "+positive", "+negative", "-negative", "+positive+negative")
 EVALUATIONS = 10
 
 

@@ -5,7 +5,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from dicelab.analysis import _run_tables, load_runs
-from dicelab.analysis._store import default_tracking_uri
 from dicelab.errors import TrackingError
 
 
@@ -106,12 +105,16 @@ def test_a_missing_sqlite_store_is_an_error_not_a_new_empty_store(tmp_path):
     assert not path.exists()
 
 
-def test_default_tracking_uri(monkeypatch, tmp_path):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+def test_the_store_defaults_to_the_environment_then_the_working_directory(
+    tracking_uri, sweep_log, monkeypatch, tmp_path
+):
+    sweep_log("quick").trial(0.7)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    assert len(load_runs("quick").trials) == 1
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     monkeypatch.chdir(tmp_path)
-    assert default_tracking_uri() == f"sqlite:///{tmp_path.resolve()}/.dicelab/mlflow.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
-    assert default_tracking_uri() == "http://127.0.0.1:5000"
+    with pytest.raises(TrackingError, match=rf"no MLflow store at {tmp_path.resolve()}/.dicelab/mlflow.db"):
+        load_runs("quick")
 
 
 def test_sql_tables_and_the_search_api_agree(tracking_uri, sweep_log):

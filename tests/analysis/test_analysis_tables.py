@@ -45,7 +45,9 @@ def runs(module_tracking_uri, module_sweep_log):
 
 
 def test_observations_scale_unit_metrics_to_percent_and_say_why_a_trial_is_out(runs):
-    obs = observations(runs, AnalysisOptions()).set_index(["task.name", "loss.name", "train.seed"])
+    obs = (
+        observations(runs, AnalysisOptions()).set_index(["task.name", "loss.name", "train.seed"]).sort_index()
+    )
     assert sorted(obs.loc[("pair_classification", "ce", 0), "value"]) == pytest.approx([75.0, 78.0])
     assert set(obs.loc[("pair_classification", "ce", 0), "unit"]) == {"%"}
     assert obs.loc[("span_extraction", "ce", 1), "value"] == 64.0  # EM in 0..100 stays as it is

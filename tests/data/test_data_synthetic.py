@@ -38,7 +38,7 @@ def test_pairs_have_no_single_token_that_separates_the_classes():
         # the rule "positive when the pair contains the word" (or its reverse)
         accuracy = (with_word["1"][word] + negatives - with_word["0"][word]) / len(frame)
         best = max(best, accuracy, 1 - accuracy)
-    assert best < 0.75  # duplicates need comparing the two sentences
+    assert best < 0.65  # chance is 0.5; duplicates need comparing the two sentences
 
 
 def test_pairs_look_like_sentences():

@@ -105,6 +105,18 @@ def test_down_leaves_a_reused_pid_alone(cluster_env, decoy):
     assert not (state_dir / "pids").exists()
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_failed_up_stops_what_it_started(cluster_env):
+    cluster_env["DICELAB_OBJECT_STORE_MB"] = "1"  # below Ray's minimum: the Ray launcher exits at once
+    up = run("up", cluster_env, timeout=240)
+    assert up.returncode == 1
+    assert "ray exited during start-up" in up.stderr
+    assert "stopped mlflow" in up.stderr  # started alongside, stopped by the failed `up`
+    assert not (Path(cluster_env["DICELAB_CLUSTER_DIR"]) / "pids").exists()
+    assert not marked_processes(cluster_env["DICELAB_CLUSTER_DIR"])
+
+
 JOB = textwrap.dedent(
     """
     import os, sys, time

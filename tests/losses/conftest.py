@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def _columns(logits: Tensor, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor, Tensor, int]:
-    """Kept positions as one-vs-rest columns: p (M, K), y (M, K), target (M,), number of classes."""
+def _columns(logits: Tensor, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Kept positions as one-vs-rest columns: p (M, K), y (M, K), and the targets (M,)."""
     binary = logits.dim() == 1 or logits.shape[-1] == 1
     classes = 2 if binary else logits.shape[-1]
     flat_logits = logits.reshape(-1) if binary else logits.reshape(-1, classes)
@@ -29,7 +29,7 @@ def _columns(logits: Tensor, target: Tensor, ignore_index: int) -> tuple[Tensor,
     else:
         p = torch.softmax(flat_logits, dim=-1)
         y = F.one_hot(flat_target, classes).to(p.dtype)
-    return p, y, flat_target, classes
+    return p, y, flat_target
 
 
 def _target_probability(p: Tensor, y: Tensor, target: Tensor) -> Tensor:
@@ -38,7 +38,9 @@ def _target_probability(p: Tensor, y: Tensor, target: Tensor) -> Tensor:
     return p.gather(-1, target.unsqueeze(-1)).squeeze(-1)
 
 
-def _overlap(numerator: Tensor, denominator: Tensor, smooth: float, level: str, class_reduction: str) -> Tensor:
+def _overlap(
+    numerator: Tensor, denominator: Tensor, smooth: float, level: str, class_reduction: str
+) -> Tensor:
     if level == "batch":
         per_class = 1 - (numerator.sum(0) + smooth) / (denominator.sum(0) + smooth)
     else:
@@ -47,7 +49,7 @@ def _overlap(numerator: Tensor, denominator: Tensor, smooth: float, level: str, 
 
 
 def reference_loss(name: str, logits: Tensor, target: Tensor, ignore_index: int = -100, **params) -> Tensor:
-    p, y, flat_target, classes = _columns(logits, target, ignore_index)
+    p, y, flat_target = _columns(logits, target, ignore_index)
     pt = _target_probability(p, y, flat_target)
     if name == "ce":
         return -torch.log(pt).mean()

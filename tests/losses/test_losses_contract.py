@@ -19,8 +19,9 @@ LAYOUTS = ("binary", "binary_column", "softmax")
 NUM_CLASSES = 4
 
 
-def make_batch(layout: str, n: int = 12, scale: float = 2.0, seed: int = 0,
-               dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+def make_batch(
+    layout: str, n: int = 12, scale: float = 2.0, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> tuple[Tensor, Tensor]:
     """Logits and targets in one of the accepted layouts; every class occurs."""
     generator = torch.Generator().manual_seed(seed)
     classes = 2 if layout.startswith("binary") else NUM_CLASSES
@@ -94,6 +95,16 @@ class LossContract:
             torch.testing.assert_close(sequence[0], flat[0])
             torch.testing.assert_close(sequence[1].view(24, NUM_CLASSES), flat[1])
 
+    def test_non_contiguous_logits(self) -> None:
+        for config in self.configs:
+            logits, target = make_batch("softmax")
+            loss = self.build(config, "softmax")
+            strided = logits.t().contiguous().t()  # same values, column-major
+            assert not strided.is_contiguous()
+            torch.testing.assert_close(
+                loss_and_gradient(loss, strided, target), loss_and_gradient(loss, logits, target)
+            )
+
     def test_ignored_positions_change_nothing(self) -> None:
         for config, layout in self.cases():
             loss = self.build(config, layout)
@@ -110,8 +121,9 @@ class LossContract:
     def test_custom_ignore_index_and_all_ignored_batches(self) -> None:
         for config, layout in self.cases():
             logits, target = make_batch(layout, n=6)
-            loss = build_loss(self.name, **self.params(config, NUM_CLASSES if layout == "softmax" else 2),
-                              ignore_index=7)
+            loss = build_loss(
+                self.name, **self.params(config, NUM_CLASSES if layout == "softmax" else 2), ignore_index=7
+            )
             value, gradient = loss_and_gradient(loss, logits, torch.full_like(target, 7))
             assert value.item() == 0.0 and torch.count_nonzero(gradient) == 0
             expected = loss_and_gradient(self.build(config, layout), logits[1:], target[1:])
@@ -130,7 +142,9 @@ class LossContract:
             logits, target = make_batch(layout, n=6, scale=1.5)
             loss = self.build(config, layout)
             inputs = (logits.requires_grad_(),)
-            assert torch.autograd.gradcheck(lambda x, loss=loss: loss(x, target), inputs, fast_mode=True)
+            assert torch.autograd.gradcheck(
+                lambda x, loss=loss, target=target: loss(x, target), inputs, fast_mode=True
+            )
 
     @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
     def test_accepts_any_float_dtype_and_computes_in_at_least_float32(self, dtype: torch.dtype) -> None:
@@ -138,8 +152,9 @@ class LossContract:
         value = self.build(self.configs[0], "softmax")(logits.to(dtype).requires_grad_(), target)
         assert value.dim() == 0
         assert value.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
-        torch.testing.assert_close(value.double(), self.build(self.configs[0], "softmax")(logits, target),
-                                   atol=2e-2, rtol=2e-2)
+        torch.testing.assert_close(
+            value.double(), self.build(self.configs[0], "softmax")(logits, target), atol=2e-2, rtol=2e-2
+        )
 
     def test_values_and_gradients_stay_finite_for_logits_up_to_100(self) -> None:
         for config, layout in self.cases():
@@ -245,8 +260,9 @@ class TestFocal(LossContract):
         for layout, alpha in [("binary", 0.25), ("binary", [0.3, 0.7]), ("softmax", [0.1, 0.2, 0.3, 0.4])]:
             logits, target = make_batch(layout)
             value, gradient = loss_and_gradient(build_loss("focal", gamma=1.5, alpha=alpha), logits, target)
-            expected = loss_and_gradient(lambda x, t, a=alpha: reference("focal", x, t, gamma=1.5, alpha=a),
-                                         logits, target)
+            expected = loss_and_gradient(
+                lambda x, t, a=alpha: reference("focal", x, t, gamma=1.5, alpha=a), logits, target
+            )
             torch.testing.assert_close((value, gradient), expected)
         with pytest.raises(ValueError, match=r"^alpha as one number weights the positive class"):
             build_loss("focal", alpha=0.25)(*make_batch("softmax"))
@@ -259,7 +275,11 @@ class TestDice(LossContract):
     functional_name = "dice_loss"
     configs: ClassVar = [
         {},
-        *({"square_denominator": square, **variant} for square in (True, False) for variant in SMOOTHING_VARIANTS),
+        *(
+            {"square_denominator": square, **variant}
+            for square in (True, False)
+            for variant in SMOOTHING_VARIANTS
+        ),
     ]
     train_params: ClassVar = {"level": "batch"}
 

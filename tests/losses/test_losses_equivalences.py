@@ -35,7 +35,7 @@ def test_focal_with_gamma_0_is_cross_entropy() -> None:
 @pytest.mark.parametrize("counts", [[5, 5], [7, 7, 7]])
 def test_weighted_cross_entropy_with_equal_weights_is_cross_entropy(counts) -> None:
     # (n - n_t) / n_t + K = 10 makes every weight log10(10) = 1
-    K = 10.0 - (sum(counts) - counts[0]) / counts[0]  # noqa: N806
+    K = 10.0 - (sum(counts) - counts[0]) / counts[0]
     for layout, logits, target in batches():
         classes = 2 if layout == "binary" else 3
         if classes == len(counts):
@@ -48,11 +48,15 @@ def test_weighted_cross_entropy_with_equal_weights_is_cross_entropy(counts) -> N
 @pytest.mark.parametrize("level", ["example", "batch"])
 @pytest.mark.parametrize("smooth", [1.0, 0.3])
 @pytest.mark.parametrize("class_reduction", ["mean", "sum"])
-def test_tversky_with_halves_and_half_the_smoothing_is_dice_with_linear_denominator(level, smooth, class_reduction):
-    tversky = build_loss("tversky", alpha=0.5, beta=0.5, smooth=smooth / 2, level=level,
-                         class_reduction=class_reduction)
-    dice = build_loss("dice", square_denominator=False, smooth=smooth, level=level,
-                      class_reduction=class_reduction)
+def test_tversky_with_halves_and_half_the_smoothing_is_dice_with_linear_denominator(
+    level, smooth, class_reduction
+):
+    tversky = build_loss(
+        "tversky", alpha=0.5, beta=0.5, smooth=smooth / 2, level=level, class_reduction=class_reduction
+    )
+    dice = build_loss(
+        "dice", square_denominator=False, smooth=smooth, level=level, class_reduction=class_reduction
+    )
     assert_same_loss(tversky, dice)
 
 

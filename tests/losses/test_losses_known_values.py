@@ -17,7 +17,8 @@ LN3, LN2 = math.log(3.0), math.log(2.0)
 BINARY = (torch.tensor([LN3, -LN3, 7.0], dtype=torch.float64), torch.tensor([1, 0, -100]))
 SOFTMAX = (
     torch.tensor([[0.0, 0.0, LN2], [LN2, 0.0, 0.0], [5.0, -5.0, 0.0]], dtype=torch.float64),
-    torch.tensor([2, 1, -100]))
+    torch.tensor([2, 1, -100]),
+)
 CE_34 = -math.log(0.75)  # -ln(3/4): both binary positions have p_t = 3/4
 
 CASES = [
@@ -47,9 +48,19 @@ CASES = [
     ),
     # softmax
     ("ce", {}, SOFTMAX, 1.5 * LN2),  # -(ln 1/2 + ln 1/4) / 2
-    ("wce", {"K": 1.0, "class_counts": [2, 1, 1]}, SOFTMAX, 1.5 * math.log10(4) * LN2),  # weights log10 2, 4, 4
+    (
+        "wce",
+        {"K": 1.0, "class_counts": [2, 1, 1]},
+        SOFTMAX,
+        1.5 * math.log10(4) * LN2,
+    ),  # weights log10 2, 4, 4
     ("focal", {"gamma": 1.0}, SOFTMAX, LN2),  # ((1/2) ln 2 + (3/4) 2 ln 2) / 2
-    ("focal", {"gamma": 1.0, "alpha": [0.2, 0.3, 0.5]}, SOFTMAX, 0.35 * LN2),  # (1/2 (1/2) + 3/10 (3/2)) ln 2 / 2
+    (
+        "focal",
+        {"gamma": 1.0, "alpha": [0.2, 0.3, 0.5]},
+        SOFTMAX,
+        0.35 * LN2,
+    ),  # (1/2 (1/2) + 3/10 (3/2)) ln 2 / 2
     # dice per example and class: 1/17, 1/17, 1/9 (row 1), 1/5, 3/11, 1/17 (row 2)
     ("dice", {}, SOFTMAX, (3 / 17 + 1 / 9 + 1 / 5 + 3 / 11) / 6),
     ("dice", {"class_reduction": "sum"}, SOFTMAX, (3 / 17 + 1 / 9 + 1 / 5 + 3 / 11) / 2),

@@ -48,7 +48,9 @@ def value_and_gradient(loss, logits, target):
 @pytest.mark.parametrize(("name", "params"), LOSSES)
 @pytest.mark.parametrize("layout", ["softmax", "binary"])
 def test_float32_matches_float64_where_probabilities_round_to_0_or_1(name, params, layout) -> None:
-    logits, targets = (SOFTMAX_LOGITS, SOFTMAX_TARGETS) if layout == "softmax" else (BINARY_LOGITS, BINARY_TARGETS)
+    logits, targets = (
+        (SOFTMAX_LOGITS, SOFTMAX_TARGETS) if layout == "softmax" else (BINARY_LOGITS, BINARY_TARGETS)
+    )
     loss = build_loss(name, **params)
     for target in targets:
         value32, gradient32 = value_and_gradient(loss, logits.float(), target)
@@ -68,3 +70,22 @@ def test_small_alpha_keeps_the_self_adjusting_factor_of_a_confident_class() -> N
     q = torch.exp(torch.tensor(-1.5, dtype=torch.float64))
     expected = (1 - (2 * q + 1) / (q + 2)) / 2
     torch.testing.assert_close(loss(logits, target).double(), expected, rtol=1e-6, atol=0.0)
+
+
+@pytest.mark.parametrize("mask", [-float("inf"), torch.finfo(torch.float32).min, -1e4])
+@pytest.mark.parametrize(
+    ("name", "params"), [*LOSSES, ("wce", {"class_counts": [2, 1, 1]}), ("focal", {"gamma": 0.0})]
+)
+def test_masked_logits_of_other_classes_keep_everything_finite(mask, name, params) -> None:
+    """Span extraction masks invalid positions with -inf or the dtype's minimum."""
+    logits = torch.tensor([[5.0, mask, mask], [mask, 0.5, -0.5], [2.0, 1.0, mask]])
+    value, gradient = value_and_gradient(build_loss(name, **params), logits, torch.tensor([0, 1, 1]))
+    assert torch.isfinite(value) and torch.isfinite(gradient).all()
+
+
+@pytest.mark.parametrize(("name", "params"), LOSSES)
+def test_a_target_masked_with_minus_infinity_keeps_gradients_finite(name, params) -> None:
+    logits = torch.tensor([[0.0, 1.0, -float("inf")], [3.0, 0.0, -1.0]])
+    value, gradient = value_and_gradient(build_loss(name, **params), logits, torch.tensor([2, 0]))
+    assert torch.isfinite(gradient).all()
+    assert torch.isfinite(value) or name in ("ce", "focal")  # -log 0: infinite, as in torch

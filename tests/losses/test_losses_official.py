@@ -15,8 +15,15 @@ from torch import Tensor
 from dicelab.losses import build_loss
 
 
-def official_dice(logits: Tensor, target: Tensor, *, smooth: float, square_denominator: bool, alpha: float,
-                  mask: Tensor | None = None) -> Tensor:
+def official_dice(
+    logits: Tensor,
+    target: Tensor,
+    *,
+    smooth: float,
+    square_denominator: bool,
+    alpha: float,
+    mask: Tensor | None = None,
+) -> Tensor:
     """DiceLoss(with_logits=True, ohem_ratio=0, reduction="mean", index_label_position=True)."""
 
     def compute(flat_input: Tensor, flat_target: Tensor) -> Tensor:
@@ -24,8 +31,10 @@ def official_dice(logits: Tensor, target: Tensor, *, smooth: float, square_denom
         intersection = torch.sum(flat_input * flat_target, -1)
         if not square_denominator:
             return 1 - ((2 * intersection + smooth) / (flat_input.sum() + flat_target.sum() + smooth))
-        return 1 - ((2 * intersection + smooth) / (
-            torch.sum(torch.square(flat_input), -1) + torch.sum(torch.square(flat_target), -1) + smooth))
+        return 1 - (
+            (2 * intersection + smooth)
+            / (torch.sum(torch.square(flat_input), -1) + torch.sum(torch.square(flat_target), -1) + smooth)
+        )
 
     classes = logits.shape[-1]
     if classes == 1:  # the binary path: one set over the whole batch
@@ -42,7 +51,9 @@ def official_dice(logits: Tensor, target: Tensor, *, smooth: float, square_denom
     return loss.mean()
 
 
-def official_focal(logits: Tensor, target: Tensor, *, gamma: float, alpha: list[float] | None = None) -> Tensor:
+def official_focal(
+    logits: Tensor, target: Tensor, *, gamma: float, alpha: list[float] | None = None
+) -> Tensor:
     """FocalLoss(gamma, alpha, reduction="mean")."""
     target = target.unsqueeze(-1)
     pt = F.softmax(logits, dim=-1).gather(1, target).squeeze(-1)
@@ -71,8 +82,10 @@ def test_binary_path_is_dsc_at_batch_level(alpha, square_denominator, smooth) ->
     logits, target = batch(1)
     options = {"smooth": smooth, "square_denominator": square_denominator, "alpha": alpha}
     ours = build_loss("dsc", level="batch", **options)
-    torch.testing.assert_close(value_and_gradient(ours, logits, target),
-                               value_and_gradient(lambda x, t: official_dice(x, t, **options), logits, target))
+    torch.testing.assert_close(
+        value_and_gradient(ours, logits, target),
+        value_and_gradient(lambda x, t: official_dice(x, t, **options), logits, target),
+    )
 
 
 def test_binary_path_mask_is_ignore_index() -> None:
@@ -91,10 +104,13 @@ def test_binary_path_mask_is_ignore_index() -> None:
 @pytest.mark.parametrize("classes", [2, 5])
 def test_multi_class_path_with_square_denominator_is_dsc_per_example_summed_over_classes(alpha, classes):
     logits, target = batch(classes)
-    ours = build_loss("dsc", alpha=alpha, smooth=1.0, square_denominator=True, level="example",
-                      class_reduction="sum")
+    ours = build_loss(
+        "dsc", alpha=alpha, smooth=1.0, square_denominator=True, level="example", class_reduction="sum"
+    )
     official = lambda x, t: official_dice(x, t, smooth=1.0, square_denominator=True, alpha=alpha)  # noqa: E731
-    torch.testing.assert_close(value_and_gradient(ours, logits, target), value_and_gradient(official, logits, target))
+    torch.testing.assert_close(
+        value_and_gradient(ours, logits, target), value_and_gradient(official, logits, target)
+    )
 
 
 def test_multi_class_path_without_square_denominator_mixes_levels() -> None:
@@ -116,7 +132,9 @@ def test_focal_loss_with_mean_reduction_is_focal(gamma, alpha) -> None:
     logits, target = batch(3)
     ours = build_loss("focal", gamma=gamma, alpha=alpha)
     official = lambda x, t: official_focal(x, t, gamma=gamma, alpha=alpha)  # noqa: E731
-    torch.testing.assert_close(value_and_gradient(ours, logits, target), value_and_gradient(official, logits, target))
+    torch.testing.assert_close(
+        value_and_gradient(ours, logits, target), value_and_gradient(official, logits, target)
+    )
 
 
 @pytest.mark.parametrize("alpha", [0.01, 0.5])
@@ -124,15 +142,18 @@ def test_official_code_gives_nan_gradients_at_saturated_probabilities_where_dice
     logits = torch.tensor([[100.0], [-100.0], [30.0], [-2.0]])  # sigmoid(100) rounds to 1 in float32
     target = torch.tensor([1, 0, 1, 1])
     official = value_and_gradient(
-        lambda x, t: official_dice(x, t, smooth=1.0, square_denominator=False, alpha=alpha), logits, target)
+        lambda x, t: official_dice(x, t, smooth=1.0, square_denominator=False, alpha=alpha), logits, target
+    )
     assert torch.isnan(official[1]).any()
     ours = value_and_gradient(build_loss("dsc", alpha=alpha, level="batch"), logits, target)
     assert torch.isfinite(ours[0]) and torch.isfinite(ours[1]).all()
-    # The values differ too: once p rounds to 1 the official (1 - p)^alpha is 0, dicelab's exp(alpha log(1 - p))
-    # keeps e^(-100 alpha), 0.37 for alpha = 0.01.
+    # The values differ too: once p rounds to 1 the official (1 - p)^alpha is 0, while dicelab's
+    # exp(alpha log(1 - p)) keeps e^(-100 alpha), 0.37 for alpha = 0.01.
     softmax_logits = torch.tensor([[100.0, -100.0, 0.0], [0.0, 3.0, -1.0]])
     softmax_target = torch.tensor([0, 1])
-    official = value_and_gradient(lambda x, t: official_focal(x, t, gamma=alpha), softmax_logits, softmax_target)
+    official = value_and_gradient(
+        lambda x, t: official_focal(x, t, gamma=alpha), softmax_logits, softmax_target
+    )
     assert torch.isnan(official[1]).any()
     ours = value_and_gradient(build_loss("focal", gamma=alpha), softmax_logits, softmax_target)
     assert torch.isfinite(ours[1]).all()

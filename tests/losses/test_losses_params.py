@@ -26,14 +26,34 @@ BAD_PARAMS = [
     ("dice", {"smooth": math.nan}, "smooth", r"smooth must be a finite number, got nan"),
     ("dice", {"level": "token"}, "level", r"level must be one of example, batch, got 'token'"),
     ("dsc", {"class_reduction": "max"}, "class_reduction", r"class_reduction must be one of mean, sum"),
-    ("dice", {"square_denominator": "yes"}, "square_denominator", r"square_denominator must be true or false"),
+    (
+        "dice",
+        {"square_denominator": "yes"},
+        "square_denominator",
+        r"square_denominator must be true or false",
+    ),
     ("ce", {"ignore_index": -100.5}, "ignore_index", r"ignore_index must be an integer, got -100.5"),
     ("wce", {"K": 0, "class_counts": [5, 5]}, "K", r"K must be in \(0, inf\), got 0"),
-    ("wce", {"K": 0.5, "class_counts": [90, 10]}, "K", r"K must make every class weight .* class 0 .* use K > 0\.8889"),
-    ("wce", {"class_counts": [5, 0]}, "class_counts", r"class_counts must be in \(0, inf\), got 0 \(entry 1\)"),
+    (
+        "wce",
+        {"K": 0.5, "class_counts": [90, 10]},
+        "K",
+        r"K must make every class weight .* class 0 .* use K > 0\.8889",
+    ),
+    (
+        "wce",
+        {"class_counts": [5, 0]},
+        "class_counts",
+        r"class_counts must be in \(0, inf\), got 0 \(entry 1\)",
+    ),
     ("wce", {"class_counts": [5]}, "class_counts", r"class_counts must be a list of at least 2 numbers"),
     ("wce", {"K": 2.0}, "class_counts", r"class_counts is required by loss 'wce'"),
-    ("dice", {"gamma": 1.0}, "gamma", r"gamma is not a parameter of loss 'dice' \(allowed: class_reduction, "),
+    (
+        "dice",
+        {"gamma": 1.0},
+        "gamma",
+        r"gamma is not a parameter of loss 'dice' \(allowed: class_reduction, ",
+    ),
 ]
 
 
@@ -66,10 +86,10 @@ def test_unknown_loss_name() -> None:
 def test_wce_at_config_time_checks_k_only() -> None:
     validate_loss_params("wce", {"K": 0.1})  # would be too small for some counts: checked once they are known
     for bad in (0, -1.0, "1"):
-        with pytest.raises(ValueError, match="^K must"):
+        with pytest.raises(ValueError, match=r"^K must"):
             validate_loss_params("wce", {"K": bad})
     validate_loss_params("wce", {"K": 2.0, "class_counts": [80, 20]})
-    with pytest.raises(ValueError, match="^K must make every class weight"):
+    with pytest.raises(ValueError, match=r"^K must make every class weight"):
         validate_loss_params("wce", {"K": 0.1, "class_counts": [80, 20]})
 
 
@@ -94,7 +114,7 @@ def test_class_counts_must_match_the_number_of_classes() -> None:
 
 
 def test_wce_class_weights_checks_its_arguments() -> None:
-    with pytest.raises(ValueError, match="^K must make every class weight"):
+    with pytest.raises(ValueError, match=r"^K must make every class weight"):
         wce_class_weights([10, 90], K=0.8)
-    with pytest.raises(ValueError, match="^class_counts must"):
+    with pytest.raises(ValueError, match=r"^class_counts must"):
         wce_class_weights([[1, 2], [3, 4]], K=1.0)

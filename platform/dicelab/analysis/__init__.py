@@ -17,7 +17,6 @@ from dicelab.analysis._paper import PaperNumbers, paper_from_config
 from dicelab.analysis._report import Report, build_report, default_report_dir
 from dicelab.analysis._sensitivity import sensitivity_curves
 from dicelab.analysis._stats import Interval, t_interval, welch_interval
-from dicelab.analysis._store import default_tracking_uri
 
 __all__ = [
     "AnalysisOptions",
@@ -30,7 +29,6 @@ __all__ = [
     "ablation_table",
     "build_report",
     "default_report_dir",
-    "default_tracking_uri",
     "load_histories",
     "load_runs",
     "observations",

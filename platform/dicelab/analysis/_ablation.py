@@ -10,12 +10,19 @@ import pandas as pd
 
 from dicelab.analysis._design import config_label, swept_params
 from dicelab.analysis._loading import RunSet
-from dicelab.analysis._observations import LOSS, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis._observations import (
+    LOSS,
+    LOSS_ORDER,
+    TASK,
+    VARIANT,
+    VARIANT_ORDER,
+    AnalysisOptions,
+    observations,
+    paper_order,
+)
 from dicelab.analysis._stats import t_interval, welch_interval
 
 BASELINE_LOSS = "ce"
-LOSS_ORDER = ("ce", "wce", "focal", "dice", "tversky", "dsc")  # the paper's order; others follow by name
-VARIANT_ORDER = ("original", "+positive", "+negative", "-negative", "+positive&negative")
 ABLATION_COLUMNS = [
     "experiment",
     "task",
@@ -108,23 +115,11 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
         rows.extend(table_rows)
     table = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
     order = table.assign(
-        _loss=table["loss"].map(_rank(LOSS_ORDER)), _variant=table["variant"].map(_rank(VARIANT_ORDER))
+        _loss=[paper_order(name, LOSS_ORDER) for name in table["loss"]],
+        _variant=[paper_order(name, VARIANT_ORDER) for name in table["variant"]],
     )
-    order = order.sort_values(
-        ["experiment", "task", "metric", "_loss", "loss", "_variant", "variant"], kind="stable"
-    )
+    order = order.sort_values(["experiment", "task", "metric", "_loss", "_variant"], kind="stable")
     return order.drop(columns=["_loss", "_variant"]).reset_index(drop=True)
-
-
-def ordered(names: list[str], preferred: tuple[str, ...]) -> list[str]:
-    """`names` in the paper's order first, the rest alphabetically."""
-    rank = _rank(preferred)
-    return sorted(names, key=lambda name: (rank(name), name))
-
-
-def _rank(preferred: tuple[str, ...]):
-    positions = {name: index for index, name in enumerate(preferred)}
-    return lambda name: positions.get(name, len(positions))
 
 
 def _mean_or_minus_inf(rows: pd.DataFrame) -> float:

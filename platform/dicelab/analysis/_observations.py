@@ -23,6 +23,8 @@ REPLICATE_KEYS = (SEED, "data.variant_options.seed", "data.synthetic.seed")
 # Params that cannot change a result (where files go, logging cadence, thread counts).
 BOOKKEEPING_PREFIXES = ("tracking.",)
 BOOKKEEPING_KEYS = ("data.cache_dir", "train.num_threads", "train.log_every_steps", "train.eval_batch_size")
+LOSS_ORDER = ("ce", "wce", "focal", "dice", "tversky", "dsc")  # the paper's order; others follow by name
+VARIANT_ORDER = ("original", "+positive", "+negative", "-negative", "+positive+negative")
 MISSING_LABEL = "n/a"  # a group key the runs did not log (e.g. no data.variant param)
 
 _METRIC_LABELS = {"f1": "F1", "macro_f1": "macro F1", "em": "EM", "accuracy": "accuracy"}
@@ -47,6 +49,11 @@ class AnalysisOptions:
     @property
     def counted_outcomes(self) -> tuple[str, ...]:
         return (names.COMPLETED, names.EARLY_STOPPED) if self.include_early_stopped else (names.COMPLETED,)
+
+
+def paper_order(name: str, preferred: tuple[str, ...]) -> tuple[int, str]:
+    """Sort key: names in the paper's order first, the rest alphabetically."""
+    return (preferred.index(name) if name in preferred else len(preferred), name)
 
 
 def metric_label(metric: str) -> str:
@@ -83,8 +90,8 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     frame["usable"] = counted & finite
     frame["scale"] = 1.0
     for _metric, rows in frame.groupby("metric", sort=False).groups.items():
-        values = raw[frame.index.get_indexer(rows)]
-        values = values[np.isfinite(values)]
+        positions = frame.index.get_indexer(rows)
+        values = raw[positions][finite[positions]]
         if values.size and values.min() >= 0.0 and values.max() <= 1.0:
             frame.loc[rows, "scale"] = 100.0
     frame["value"] = np.where(finite, raw * frame["scale"].to_numpy(), math.nan)

@@ -13,11 +13,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from dicelab.analysis._design import format_value, short_name
+from dicelab.analysis._observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
 MAX_AXIS_LABELS = 10  # a parallel-coordinates axis labels each value up to this many, else min and max
 PAPER_LABEL = "paper (Li et al., 2020)"
 _COLORS = [f"C{i}" for i in range(10)]
+_PREFERRED_ORDERS = {LOSS: LOSS_ORDER, VARIANT: VARIANT_ORDER}
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
@@ -32,24 +34,45 @@ def sensitivity_figure(
     """Mean over seeds per value (line), interval band, each seed (dots), optimum (star) and the paper (X).
 
     `curves` holds one figure's rows of `sensitivity_curves`; `points` its usable trials (`line`, x, value).
+    The optimum of each line is named in the legend, where labels cannot collide.
     """
     figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
     numeric = pd.api.types.is_numeric_dtype(curves["x"])
     categories = [] if numeric else sorted(curves["x"].astype(str).unique())
+    values = curves["x"].to_numpy(dtype=float) if numeric else np.arange(len(categories), dtype=float)
+    logarithmic = numeric and values.min() > 0 and values.max() / values.min() >= 100
 
-    def position(values: pd.Series) -> np.ndarray:
+    def position(x: pd.Series) -> np.ndarray:
         if numeric:
-            return values.to_numpy(dtype=float)
-        return np.array([categories.index(str(value)) for value in values], dtype=float)
+            return x.to_numpy(dtype=float)
+        return np.array([categories.index(str(value)) for value in x], dtype=float)
 
-    span = np.ptp(position(curves["x"])) or 1.0
+    def spread(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        # Offsets are fractions of the smallest gap between values, in the axis' own scale.
+        return x * np.power(10.0, offsets * gap) if logarithmic else x + offsets * gap
+
+    distinct = np.unique(np.log10(values) if logarithmic else values)
+    gap = float(np.diff(distinct).min()) if distinct.size > 1 else 1.0
     handles: list[Line2D] = []
     for index, (line, rows) in enumerate(curves.groupby("line", sort=False)):
         color = _COLORS[index % len(_COLORS)]
         rows = rows.sort_values("x")
         x = position(rows["x"])
-        (handle,) = axes.plot(x, rows["mean"], marker="o", color=color, linewidth=2, label=line, zorder=3)
+        best = rows[rows["is_optimum"]]
+        label = line
+        if len(best):
+            label += f"  (best {format_value(best['x'].iloc[0])}: {float(best['mean'].iloc[0]):.2f})"
+            axes.scatter(
+                position(best["x"]),
+                best["mean"],
+                marker="*",
+                s=260,
+                color=color,
+                edgecolors="black",
+                zorder=4,
+            )
+        (handle,) = axes.plot(x, rows["mean"], marker="o", color=color, linewidth=2, label=label, zorder=3)
         handles.append(handle)
         band = np.isfinite(rows["ci_low"].to_numpy(dtype=float))
         axes.fill_between(
@@ -57,26 +80,15 @@ def sensitivity_figure(
         )
         seeds = points[points["line"] == line]
         if len(seeds):
+            crowd = int(seeds.groupby("x").size().max())  # many seeds: smaller, fainter dots
             axes.scatter(
-                position(seeds["x"]) + _jitter(seeds, span),
+                spread(position(seeds["x"]), _jitter(seeds)),
                 seeds["value"],
-                s=16,
+                s=16 if crowd <= 10 else 7,
                 color=color,
-                alpha=0.55,
+                alpha=0.55 if crowd <= 10 else 0.25,
                 edgecolors="none",
                 zorder=2,
-            )
-        best = rows[rows["is_optimum"]]
-        if len(best):
-            bx, by = position(best["x"])[0], float(best["mean"].iloc[0])
-            axes.scatter([bx], [by], marker="*", s=260, color=color, edgecolors="black", zorder=4)
-            axes.annotate(
-                f"{format_value(best['x'].iloc[0])}: {by:.2f}",
-                (bx, by),
-                xytext=(6, 8),
-                textcoords="offset points",
-                fontsize=9,
-                color=color,
             )
     paper = curves.dropna(subset=["paper"]).drop_duplicates(subset=["x"])
     extras = [
@@ -97,13 +109,11 @@ def sensitivity_figure(
         extras.append(
             Line2D([], [], marker="X", linestyle="", color="black", markersize=8, label=PAPER_LABEL)
         )
-    if numeric:
-        values = curves["x"].to_numpy(dtype=float)
-        if values.min() > 0 and values.max() / values.min() >= 100:
-            axes.set_xscale("log")
-        axes.set_xticks(sorted(set(values)), [format_value(v) for v in sorted(set(values))])
-    else:
-        axes.set_xticks(range(len(categories)), categories)
+    if logarithmic:
+        axes.set_xscale("log")
+    ticks = sorted(set(values))
+    axes.set_xticks(ticks, [format_value(v) for v in ticks] if numeric else categories)
+    axes.minorticks_off()
     axes.set_xlabel(param + (f"   ({relation})" if relation else ""))
     axes.set_ylabel(y_label)
     axes.set_title(title, loc="left", fontsize=11)
@@ -134,7 +144,10 @@ def training_curves_figure(curves: pd.DataFrame, *, y_label: str, title: str) ->
 def parallel_coordinates_figure(
     trials: pd.DataFrame, axes_names: Sequence[str], *, value_label: str, title: str
 ) -> Figure:
-    """One polyline per trial across the varied params, coloured by the metric (last axis)."""
+    """One polyline per trial across the varied params, coloured by the metric (last axis).
+
+    The best trials are drawn last, on top."""
+    trials = trials.sort_values("value")
     figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
     columns = [*axes_names, "value"]
@@ -204,11 +217,13 @@ def importance_figure(table: pd.DataFrame, *, title: str) -> Figure:
     return figure
 
 
-def _jitter(points: pd.DataFrame, span: float) -> np.ndarray:
-    """Spread the seeds of one x value sideways (by rank, deterministic) so that equal values stay visible."""
+def _jitter(points: pd.DataFrame) -> np.ndarray:
+    """Offsets (fractions of the gap between x values) that spread the seeds of one value sideways, by rank
+    so the figure is deterministic; at most a third of the gap, so seeds never drift to a neighbour."""
     rank = points.groupby("x").cumcount().to_numpy(dtype=float)
     count = points.groupby("x")["x"].transform("size").to_numpy(dtype=float)
-    return (rank - (count - 1) / 2) * span * 0.008
+    width = np.minimum(0.33, 0.04 * (count - 1))
+    return (rank / np.maximum(count - 1, 1) - 0.5) * width
 
 
 def _unit_scale(values: pd.Series) -> np.ndarray:
@@ -218,13 +233,20 @@ def _unit_scale(values: pd.Series) -> np.ndarray:
         low, high = np.nanmin(array), np.nanmax(array)
         scaled = (array - low) / (high - low) if high > low else np.full_like(array, 0.5)
     else:
-        categories = sorted(values.dropna().astype(str).unique())
-        spacing = 1 / (len(categories) - 1) if len(categories) > 1 else 0.0
-        lookup = {name: (index * spacing if spacing else 0.5) for index, name in enumerate(categories)}
-        scaled = values.map(lambda v: lookup.get(str(v), np.nan) if pd.notna(v) else np.nan).to_numpy(
-            dtype=float
+        lookup = _category_positions(values)
+        scaled = np.array(
+            [lookup.get(str(v), np.nan) if pd.notna(v) else np.nan for v in values], dtype=float
         )
     return np.where(np.isnan(scaled), -0.1, scaled)
+
+
+def _category_positions(values: pd.Series) -> dict[str, float]:
+    """Evenly spaced, first on top; losses and variants in the paper's order, other text alphabetically."""
+    preferred = _PREFERRED_ORDERS.get(str(values.name), ())
+    categories = sorted(values.dropna().astype(str).unique(), key=lambda name: paper_order(name, preferred))
+    if len(categories) == 1:
+        return {categories[0]: 0.5}
+    return {name: 1 - index / (len(categories) - 1) for index, name in enumerate(categories)}
 
 
 def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
@@ -238,9 +260,7 @@ def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
             shown = distinct if distinct.size <= MAX_AXIS_LABELS else distinct[[0, -1]]
             ticks = [((value - low) / (high - low), f"{value:.4g}") for value in shown]
     else:
-        categories = sorted(values.dropna().astype(str).unique())
-        spacing = 1 / (len(categories) - 1) if len(categories) > 1 else 0.0
-        ticks = [(index * spacing if spacing else 0.5, name) for index, name in enumerate(categories)]
+        ticks = [(y, name) for name, y in _category_positions(values).items()]
     if values.isna().any():
         ticks.append((-0.1, "n/a"))
     return ticks

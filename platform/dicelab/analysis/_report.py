@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from dicelab import __version__
 from dicelab.analysis import _plots as plots
-from dicelab.analysis._ablation import VARIANT_ORDER, ablation_from_observations, ordered
+from dicelab.analysis._ablation import ablation_from_observations
 from dicelab.analysis._design import config_label, format_value, short_name, swept_params
 from dicelab.analysis._document import Bullets, Document, Heading, Image, Table, Text
 from dicelab.analysis._importance import importance_from_observations
@@ -28,9 +28,11 @@ from dicelab.analysis._observations import (
     SEED,
     TASK,
     VARIANT,
+    VARIANT_ORDER,
     AnalysisOptions,
     metric_label,
     observations,
+    paper_order,
     value_label,
 )
 from dicelab.analysis._sensitivity import CurveLine, curve_lines, curves_from_lines
@@ -189,7 +191,7 @@ class _ReportWriter:
         for (experiment, task, metric), table in self.ablation.groupby(keys, sort=False):
             unit = table["unit"].iloc[0]
             add(Heading(self._group_title(experiment, task, metric), 3))
-            variants = ordered(list(dict.fromkeys(table["variant"])), VARIANT_ORDER)
+            variants = sorted(set(table["variant"]), key=lambda name: paper_order(name, VARIANT_ORDER))
             usual_n = Counter(table.loc[table["n"] > 0, "n"]).most_common(1)
             usual_n = usual_n[0][0] if usual_n else 0
             cells = table.set_index(["loss", "variant"])

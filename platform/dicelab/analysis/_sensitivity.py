@@ -11,7 +11,15 @@ import pandas as pd
 
 from dicelab.analysis._design import SweptParam, config_label, swept_params
 from dicelab.analysis._loading import RunSet
-from dicelab.analysis._observations import LOSS, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis._observations import (
+    LOSS,
+    TASK,
+    VARIANT,
+    VARIANT_ORDER,
+    AnalysisOptions,
+    observations,
+    paper_order,
+)
 from dicelab.analysis._paper import PaperNumbers
 from dicelab.analysis._stats import t_interval
 
@@ -83,7 +91,10 @@ def curve_lines(obs: pd.DataFrame, runs: RunSet) -> Iterator[CurveLine]:
             others = [other.name for other in params if other is not param]
             splits = [name for name in others if group[name].nunique() <= MAX_LINE_VALUES]
             averaged = ", ".join(name for name in others if name not in splits)
-            for line_values, line in group.groupby(["experiment", VARIANT, *splits], sort=True, dropna=False):
+            lines = group.groupby(["experiment", VARIANT, *splits], sort=True, dropna=False)
+            # Lines in the paper's variant order (original first), then by the other params.
+            lines = sorted(lines, key=lambda item: (item[0][0], paper_order(item[0][1], VARIANT_ORDER)))
+            for line_values, line in lines:
                 experiment, variant, *split_values = line_values
                 conditions = config_label(zip(splits, split_values, strict=True))
                 label = " · ".join(

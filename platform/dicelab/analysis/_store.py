@@ -5,32 +5,24 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from mlflow.entities import Experiment, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from dicelab.errors import TrackingError
+from dicelab.tracking.store import SQLITE_PREFIX, resolve_tracking_uri, sqlite_path
 
-SQLITE_PREFIX = "sqlite:///"
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
-def default_tracking_uri() -> str:
-    """$MLFLOW_TRACKING_URI, else the project's local store `sqlite:///<cwd>/.dicelab/mlflow.db`."""
-    from_env = os.environ.get("MLFLOW_TRACKING_URI")
-    if from_env:
-        return from_env
-    return f"{SQLITE_PREFIX}{Path.cwd().resolve() / '.dicelab' / 'mlflow.db'}"
-
-
 def open_client(tracking_uri: str | None) -> tuple[MlflowClient, str]:
-    """A client on `tracking_uri` (default: `default_tracking_uri()`); never creates an empty store."""
-    uri = tracking_uri or default_tracking_uri()
+    """A client on `tracking_uri` (default: $MLFLOW_TRACKING_URI, else `.dicelab/mlflow.db` under the
+    working directory, as everywhere in dicelab); never creates an empty store."""
+    uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith(SQLITE_PREFIX):
         # Opening a missing SQLite file would silently create an empty store: say what is wrong instead.
-        path = Path(uri[len(SQLITE_PREFIX) :])
+        path = sqlite_path(uri)
         if not path.is_file():
             raise TrackingError(f"no MLflow store at {path} (run a sweep first, or pass --tracking-uri)")
     return MlflowClient(tracking_uri=uri), uri

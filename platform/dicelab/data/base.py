@@ -27,6 +27,7 @@ class RawDataset:
     `label_names` is the label set: class names for "pairs" (strings, in a fixed order; for binary tasks
     the positive class is last), IOB2 tags for "tagging" ("O" first), empty for "spans".
     `fingerprint` identifies the content and the options that produced it (feature cache key).
+    Splits from `dicelab.data.load_raw_dataset` have a plain RangeIndex.
     """
 
     family: Family

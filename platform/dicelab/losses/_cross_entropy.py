@@ -13,7 +13,7 @@ from torch import Tensor
 from dicelab.errors import ConfigError
 from dicelab.losses import _checks
 from dicelab.losses._base import LOSSES, Loss
-from dicelab.losses._inputs import class_weights, compute_precision, prepare
+from dicelab.losses._inputs import LossInputs, class_weights, compute_precision, prepare
 
 
 def cross_entropy(logits: Tensor, target: Tensor, *, ignore_index: int = -100) -> Tensor:
@@ -49,7 +49,7 @@ def weighted_cross_entropy(
         return summed / inputs.size
 
 
-def _class_weights_tensor(weights: Sequence[float] | Tensor, inputs) -> Tensor:
+def _class_weights_tensor(weights: Sequence[float] | Tensor, inputs: LossInputs) -> Tensor:
     if not isinstance(weights, Tensor):
         weights = _checks.numbers("class_weights", weights, above=0.0, min_length=2)
     return class_weights("class_weights", weights, inputs)
@@ -104,7 +104,8 @@ class WeightedCrossEntropyLoss(Loss):
             raise ConfigError(
                 "class_counts is required by loss 'wce' (the training split's per-class counts)"
             )
-        self.register_buffer("class_weights", wce_class_weights(class_counts, K))
+        # not persistent: loss settings come from the config, not from checkpoints
+        self.register_buffer("class_weights", wce_class_weights(class_counts, K), persistent=False)
         self.K = K
 
     @classmethod

@@ -367,7 +367,8 @@ def _softmax_overlap(
     if exact.numel():
         # p_j h_pivot = p_j a_pivot - alpha a_pivot p_pivot p_j / (1 - p_pivot), the last ratio in log space
         share = torch.log_softmax(exact_x, dim=-1).sub_(log_rest.unsqueeze(-1))
-        share = share.masked_fill_(not_pivot == 0, -math.inf).exp_()
+        # (NaN from -inf - -inf where every other logit is -inf: there p_j / (1 - p_pivot) is 0 / 0 -> 0)
+        share = share.masked_fill_(not_pivot == 0, -math.inf).exp_().nan_to_num_(nan=0.0)
         scale = (alpha * a_pivot[exact] * p_pivot[exact]).unsqueeze(-1)
         gradient[exact] = exact_h.addcmul_(
             p[exact], (h_rest + a_pivot)[exact].unsqueeze(-1), value=-1.0

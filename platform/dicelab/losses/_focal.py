@@ -58,6 +58,11 @@ def focal_loss(
         )
 
 
+def _modulation(log_1mpt: Tensor, gamma: float) -> Tensor:
+    """(1 - p_t)^gamma as exp(gamma log(1 - p_t)); exactly 1 for gamma = 0, also where 1 - p_t = 0."""
+    return torch.exp(gamma * log_1mpt) if gamma else torch.ones_like(log_1mpt)
+
+
 def _binary_focal(
     x: Tensor, need_gradient: bool, *, target: Tensor, gamma: float, weights: Tensor | None
 ) -> tuple[Tensor, Tensor | None]:
@@ -65,7 +70,7 @@ def _binary_focal(
     z = sign * x  # the logit of the target class: p_t = sigmoid(z)
     log_1mpt = F.logsigmoid(-z)
     log_pt = z + log_1mpt  # logsigmoid(z) = z + logsigmoid(-z)
-    scale = torch.exp(gamma * log_1mpt).mul_(-1.0 / x.shape[0])  # -(1 - p_t)^gamma / N
+    scale = _modulation(log_1mpt, gamma).mul_(-1.0 / x.shape[0])  # -(1 - p_t)^gamma / N
     if weights is not None:
         scale.mul_(weights)
     loss = torch.dot(scale, log_pt)
@@ -89,7 +94,7 @@ def _softmax_focal(
     if exact_rows.numel():
         not_target = torch.ones_like(others[exact_rows]).scatter_(-1, index[exact_rows], 0.0)
         log_1mpt[exact_rows] = log_mass(x[exact_rows], not_target)
-    scale = torch.exp(gamma * log_1mpt).mul_(-1.0 / x.shape[0])  # -(1 - p_t)^gamma / N
+    scale = _modulation(log_1mpt, gamma).mul_(-1.0 / x.shape[0])  # -(1 - p_t)^gamma / N
     if weights is not None:
         scale.mul_(weights)
     loss = torch.dot(scale, log_pt)
@@ -99,7 +104,9 @@ def _softmax_focal(
     # log(p_t) / (1 - p_t) tends to -1 as p_t -> 1: there it is log1p(-w) / w with w = 1 - p_t.
     near_one = torch.log1p(-rest).div_(rest)
     log_ratio = torch.where(rest >= 0.5, log_pt / rest, torch.where(rest > 0, near_one, -1.0))
-    row_scale = scale.mul_(log_ratio.mul_(torch.exp(log_pt)).mul_(-gamma).add_(1.0)).unsqueeze(-1)
+    # p_t log(p_t) / (1 - p_t) -> 0 as p_t -> 0 (a target masked with a -inf logit)
+    pt_log_ratio = log_ratio.mul_(torch.exp(log_pt)).nan_to_num_(nan=0.0)
+    row_scale = scale.mul_(pt_log_ratio.mul_(-gamma).add_(1.0)).unsqueeze(-1)
     # (y - p) row_scale, with y_t - p_t = 1 - p_t = rest
     return loss, others.mul_(-row_scale).scatter_add_(-1, index, row_scale * rest.unsqueeze(-1))
 
@@ -114,7 +121,8 @@ class FocalLoss(Loss):
         options = focal_options(gamma=gamma, alpha=alpha)
         self.options["gamma"] = options["gamma"]
         if isinstance(options["alpha"], tuple | Tensor):  # a buffer follows the module to its device
-            self.register_buffer("alpha", torch.as_tensor(options["alpha"], dtype=torch.float64))
+            weights = torch.as_tensor(options["alpha"], dtype=torch.float64)
+            self.register_buffer("alpha", weights, persistent=False)
         else:
             self.alpha = options["alpha"]
 

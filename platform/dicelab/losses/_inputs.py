@@ -18,6 +18,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from dicelab.losses import _checks
+
 
 @dataclass(frozen=True)
 class LossInputs:
@@ -42,7 +44,8 @@ class LossInputs:
 
 def compute_precision(logits: Tensor) -> AbstractContextManager:
     """Switch autocast off around a loss: it runs in the dtype `prepare` chose, never in bf16 / fp16."""
-    return torch.autocast(device_type=logits.device.type, enabled=False)
+    device_type = logits.device.type if isinstance(logits, Tensor) else "cpu"  # `prepare` rejects the rest
+    return torch.autocast(device_type=device_type, enabled=False)
 
 
 def prepare(logits: Tensor, target: Tensor, ignore_index: int) -> LossInputs:
@@ -74,7 +77,8 @@ def prepare(logits: Tensor, target: Tensor, ignore_index: int) -> LossInputs:
     flat_logits = logits.reshape(-1) if binary else logits.reshape(-1, num_classes)
     flat_target = target.reshape(-1)
     compute_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    flat_logits = flat_logits.to(compute_dtype)
+    flat_logits = flat_logits.to(compute_dtype).contiguous()  # the kernels index flat views
+    _checks.integer("ignore_index", ignore_index)
 
     if not _all_in_label_set(flat_target, num_classes, ignore_index):
         keep = flat_target != ignore_index
@@ -85,7 +89,8 @@ def prepare(logits: Tensor, target: Tensor, ignore_index: int) -> LossInputs:
             bad = flat_target[invalid][0].item()
             label_set = "{0, 1}" if binary else f"[0, {num_classes - 1}]"
             raise ValueError(f"target must be in {label_set} or ignore_index={ignore_index}, got {bad:g}")
-        flat_logits, flat_target = flat_logits[keep], flat_target[keep]
+        if not keep.all():
+            flat_logits, flat_target = flat_logits[keep], flat_target[keep]
     return LossInputs(flat_logits, flat_target.long(), num_classes)
 
 
@@ -125,6 +130,8 @@ def loss_with_gradient(logits: Tensor, value_and_gradient: ValueAndGradient) -> 
     One fused pass instead of autograd through ~30 elementwise steps is what makes the overlap and focal
     losses cost about as much as cross entropy (benchmarks/losses.py).
     """
+    if not (logits.requires_grad and torch.is_grad_enabled()):  # evaluation: the value only
+        return value_and_gradient(logits, False)[0]
     return _LossWithGradient.apply(logits, value_and_gradient)
 
 

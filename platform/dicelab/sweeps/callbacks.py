@@ -142,7 +142,9 @@ class SweepView(_Lazy):
 
     def setup(self, **info: Any) -> None:
         self._console = Console()
-        if self._console.is_terminal:
+        if not self._console.is_terminal:  # logs: no terminal width to fit, keep ids and values whole
+            self._console = Console(width=max(self._console.width, 160))
+        else:
             self._live = Live(console=self._console, refresh_per_second=2, transient=False)
             self._live.start()
 
@@ -224,8 +226,8 @@ class SweepView(_Lazy):
             keys += [key for key in overrides if key not in keys]
             rows.append((trial, overrides))
         table = Table(title=f"sweep {self.context.sweep_name}: {summary}", title_justify="left", expand=False)
-        table.add_column("trial")
-        table.add_column("status")
+        table.add_column("trial", no_wrap=True)
+        table.add_column("status", no_wrap=True)
         for key in keys:
             table.add_column(_header(key), overflow="fold")
         table.add_column("evals", justify="right")

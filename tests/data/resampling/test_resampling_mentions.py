@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+from collections.abc import Callable
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from dicelab.data.resampling import BuiltinExtractor, make_extractor
+from dicelab.data.resampling import BuiltinExtractor, make_extractor, resample_frame
+from dicelab.data.resampling._mentions import _trie_pattern
 from dicelab.errors import ConfigError
 
 QUESTIONS = [
@@ -59,3 +64,31 @@ def test_without_spacy_auto_is_builtin_and_a_spacy_model_is_a_config_error() -> 
     assert make_extractor("auto").name == "builtin"
     with pytest.raises(ConfigError, match="needs spaCy"):
         make_extractor("en_core_web_sm")
+
+
+def test_a_spacy_pipeline_supplies_typed_mentions(
+    tmp_path: Path, make_pairs: Callable[..., pd.DataFrame]
+) -> None:
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("entity_ruler", name="ner")  # rule-based stand-in for a trained NER
+    places = ["India", "France", "Tokyo", "Hong Kong", "New York"]
+    ruler.add_patterns([{"label": "GPE", "pattern": place} for place in places])
+    nlp.meta.update(name="rules", version="0.0.1")
+    nlp.to_disk(tmp_path / "pipeline")
+    extractor = make_extractor(str(tmp_path / "pipeline"))
+    assert extractor.name == "spacy:en_rules-0.0.1"
+    found = extractor.extract(["Is Hong Kong bigger than New York?"])
+    assert list(zip(found.kind, found.value, strict=True)) == [("GPE", "Hong Kong"), ("GPE", "New York")]
+
+    result = resample_frame(make_pairs(300, 0.3), "+positive", extractor=str(tmp_path / "pipeline"))
+    assert result.manifest["method"] == "spacy:en_rules-0.0.1"
+    new = result.frame[result.frame["origin"] == "augmented"]
+    assert len(new) == 120 and new["text_a"].str.contains("|".join(places)).all()
+
+
+def test_stopword_trie_matches_exactly_its_words() -> None:
+    words = ["a", "an", "and", "any", "i", "in", "into", "is"]
+    pattern = re.compile(_trie_pattern(words))
+    assert all(pattern.fullmatch(word) for word in words)
+    assert not any(pattern.fullmatch(word) for word in ["", "ann", "anything", "int", "o", "isle", "n"])

@@ -105,22 +105,34 @@ def _names(table: pd.DataFrame) -> str:
 
 
 def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
-    labels = []
-    for location, value in zip(table.index, table[found["label"]], strict=True):
-        label = _label(value)
-        if label is None:
-            raise DataError(f"{where(table, location)}: missing label")
-        labels.append(label)
+    labels = _labels(table[found["label"]])
+    missing = labels.isna().to_numpy()
+    if missing.any():
+        raise DataError(f"{where(table, table.index[missing.argmax()])}: missing label")
     text_b = found["text_b"]
     return pd.DataFrame(
         {
-            "text_a": [_text(value) for value in table[found["text_a"]]],
-            "text_b": [_text(value) for value in table[text_b]] if text_b is not None else None,
+            "text_a": _texts(table[found["text_a"]]),
+            "text_b": _texts(table[text_b]) if text_b is not None else None,
             "label": labels,
         },
         index=table.index,
         columns=list(CANONICAL_COLUMNS["pairs"]),
     )
+
+
+def _texts(column: pd.Series) -> pd.Series:
+    return column.astype(object).where(column.notna(), "").astype("str")
+
+
+def _labels(column: pd.Series) -> pd.Series:
+    """Labels as strings, missing ones as NA; 1, 1.0 and "1" are the same label (vectorised when typed)."""
+    if pd.api.types.is_integer_dtype(column):
+        return column.astype("str")
+    if pd.api.types.is_string_dtype(column) and not pd.api.types.is_object_dtype(column):
+        labels = column.str.strip()
+        return labels.where(labels != "")
+    return column.map(_label).astype("str")
 
 
 def _tagging(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:

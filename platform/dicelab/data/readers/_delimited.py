@@ -48,16 +48,15 @@ def read_delimited(
     table = pd.DataFrame(
         [fields for _, fields in rows],
         index=pd.Index([line for line, _ in rows], dtype="int64"),
-        columns=header if header is not None else list(range(width)),
-        dtype=object,
+        columns=[name.strip() for name in header] if header is not None else list(range(width)),
+        dtype="str",
     )
-    return table, columns
+    # stray whitespace around fields (seen in QQP copies), stripped column by column (vectorised)
+    return table.apply(lambda column: column.str.strip()), columns
 
 
 def _tsv_rows(text: str) -> list[Row]:
-    return [
-        (line, [field.strip() for field in content.split("\t")]) for line, content in numbered_lines(text)
-    ]
+    return [(line, content.rstrip("\r").split("\t")) for line, content in numbered_lines(text)]
 
 
 def _csv_rows(text: str, path: Path) -> list[Row]:
@@ -67,7 +66,7 @@ def _csv_rows(text: str, path: Path) -> list[Row]:
     try:
         for fields in reader:
             if any(field.strip() for field in fields):
-                rows.append((start, [field.strip() for field in fields]))
+                rows.append((start, fields))
             start = reader.line_num + 1
     except csv.Error as error:
         raise DataError(f"{path}:{reader.line_num}: malformed CSV ({error})") from None
@@ -77,11 +76,11 @@ def _csv_rows(text: str, path: Path) -> list[Row]:
 def _is_header(fields: list[str], family: Family, columns: Mapping[str, ColumnKey]) -> bool:
     known = {name for names in KNOWN_COLUMNS[family].values() for name in names} | ID_COLUMNS
     known |= {key.strip().lower() for key in columns.values() if isinstance(key, str)}
-    return any(field.lower() in known for field in fields)
+    return any(field.strip().lower() in known for field in fields)
 
 
 def _headerless_layout(first: Row, path: Path) -> dict[str, ColumnKey]:
-    line, fields = first
+    line, fields = first[0], [field.strip() for field in first[1]]
     if len(fields) == 6 and all(field.isdigit() for field in fields[:3]) and fields[5] in ("0", "1"):
         return QQP_LAYOUT
     if len(fields) == 5 and fields[0] in ("0", "1") and fields[1].isdigit() and fields[2].isdigit():

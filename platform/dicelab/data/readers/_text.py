@@ -24,7 +24,5 @@ def read_text(path: Path) -> str:
 
 
 def numbered_lines(text: str) -> list[tuple[int, str]]:
-    """(1-based line number, line without its end) for every line that is not blank."""
-    return [
-        (number, line.rstrip("\r")) for number, line in enumerate(text.split("\n"), start=1) if line.strip()
-    ]
+    """(1-based line number, line) for every line that is not blank; a "\\r" before the "\\n" is kept."""
+    return [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]

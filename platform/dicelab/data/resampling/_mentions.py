@@ -1,8 +1,8 @@
 """Entity-mention extractors: a spaCy pipeline when one is installed, else a built-in one for questions.
 
 Both return every mention of a list of texts as parallel arrays (text index, character span, type,
-surface string). The built-in extractor works on the whole corpus at once: one regular expression pass
-finds numbers, years and runs of capitalised words, and corpus statistics decide which capitalised words
+surface string). The built-in extractor works on the whole corpus at once: regular expressions over one
+string find numbers, years and runs of capitalised words, and corpus statistics decide which capitalised words
 are names (a word is a name when, away from the start of a sentence, it is written capitalised more often
 than in lower case: "Python", "India", "USA" are; "Best", "Explain", "Way" are not).
 """
