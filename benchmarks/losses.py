@@ -102,8 +102,8 @@ def official_dsc_loop(logits: Tensor, target: Tensor, *, alpha: float, smooth: f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (best one counts)")
-    parser.add_argument("--block-seconds", type=float, default=0.2, help="seconds per timed block")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (best one counts)")
+    parser.add_argument("--block-seconds", type=float, default=0.1, help="seconds per timed block")
     args = parser.parse_args()
     torch.set_num_threads(1)
 

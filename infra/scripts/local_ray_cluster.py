@@ -67,11 +67,12 @@ def wait_for_jobs_api(url: str, timeout: float, stop: threading.Event) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # Both are read when ray is imported; children inherit them. The fixed default metrics ports
-    # (44217, 44227) would clash with any other Ray on this machine.
+    # Read when ray is imported, and inherited by every process started here:
+    # - single-machine mode keeps every node address on 127.0.0.1;
+    # - the default temp dir (the head node's, and the cluster's address file) is ours, so no
+    #   `ray.init()` elsewhere on this machine finds this cluster;
+    # - free metrics ports: the fixed defaults (44217, 44227) clash with any other Ray here.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    # Ray's default temp dir holds the head node and the cluster's address file: no `ray.init()`
-    # elsewhere on this machine finds this cluster.
     os.environ["RAY_TMPDIR"] = str(args.temp_dir)
     os.environ.setdefault("AUTOSCALER_METRIC_PORT", str(free_port()))
     os.environ.setdefault("DASHBOARD_METRIC_PORT", str(free_port()))

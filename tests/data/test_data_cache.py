@@ -121,6 +121,7 @@ def test_racing_trials_build_once(tmp_path):
     assert sorted(results) == [False, True, True, True]
 
 
+@pytest.mark.slow
 def test_racing_processes_build_once(tmp_path):
     script = (
         "import sys, time, datasets\n"

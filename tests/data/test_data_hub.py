@@ -125,7 +125,11 @@ def test_a_dataset_that_cannot_load_is_a_data_error(tmp_path):
         ("quoref", ("allenai/quoref", None)),
         ("someone/dataset:config", ("someone/dataset", "config")),
         ("someone/dataset", ("someone/dataset", None)),
+        ("/data/glue_copy", ("/data/glue_copy", None)),
+        ("./glue_copy", ("./glue_copy", None)),
     ],
 )
-def test_hub_names(name, expected):
+def test_hub_names(name, expected, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "glue" / "mrpc").mkdir(parents=True)  # a local folder never shadows a hub name
     assert resolve_hub_name(name) == expected

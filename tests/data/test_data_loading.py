@@ -109,7 +109,9 @@ def test_source_family_must_match_the_task(make_config):
     with pytest.raises(
         ConfigError, match=r"'synthetic_pairs' gives pairs data, task 'token_tagging' needs tagging"
     ):
-        load_raw_dataset(make_config(task="token_tagging", source="synthetic_pairs"))
+        load_raw_dataset(
+            make_config(task="token_tagging", source="synthetic_pairs", synthetic={"n_train": 5, "n_dev": 5})
+        )
 
 
 def test_family_of_builtin_tasks():

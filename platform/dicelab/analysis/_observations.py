@@ -94,7 +94,7 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
         values = raw[positions][finite[positions]]
         if values.size and values.min() >= 0.0 and values.max() <= 1.0:
             frame.loc[rows, "scale"] = 100.0
-    frame["value"] = np.where(finite, raw * frame["scale"].to_numpy(), math.nan)
+    frame["value"] = np.where(finite, raw, math.nan) * frame["scale"].to_numpy()
     frame["unit"] = np.where(frame["scale"] == 100.0, "%", "")
     return frame
 

@@ -1,14 +1,15 @@
 """Hugging Face hub datasets through `datasets.load_dataset`, mapped onto canonical columns.
 
 Short names of the paper's datasets resolve to their current hub repositories ("glue/mrpc" ->
-nyu-mll/glue, config mrpc); "REPO:CONFIG" names a config of any other repository, and an existing local
-directory (data files or a saved dataset in hub layout) is loaded the same way.
+nyu-mll/glue, config mrpc); "REPO:CONFIG" names a config of any other repository, and a local directory
+of data files in hub layout (train.parquet, validation.parquet, ...) is loaded the same way.
 Classification labels stay their integer ids as strings ("0", "1"), as in the GLUE files, so a hub run
 and a local-file run of one dataset see the same labels; tag ids become their ClassLabel names.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,9 +37,13 @@ GLUE_REPOSITORY = "nyu-mll/glue"
 
 
 def resolve_hub_name(name: str) -> tuple[str, str | None]:
-    """(path for `load_dataset`, config name) of a dataset name."""
-    if Path(name).exists():
-        return name, None
+    """(path for `load_dataset`, config name) of a dataset name.
+
+    Only an explicit path (absolute, or starting with ./ ../ ~) is a local directory, so that a folder
+    that happens to be called "glue/mrpc" in the working directory never shadows the hub dataset.
+    """
+    if name.startswith(("./", "../", "~")) or Path(name).is_absolute():
+        return os.path.expanduser(name), None
     if ":" in name:
         repository, config = name.split(":", 1)
         return repository, config or None

@@ -37,6 +37,8 @@ def load_raw_dataset(config: ExperimentConfig) -> RawDataset:
         source = SOURCES.get(data.source)
     except ValueError as error:
         raise ConfigError(f"config key 'data.source': {error}") from None
+    if data.variant != "original" and family != "pairs":
+        raise ConfigError(f"config key 'data.variant': resampling variants apply to pairs data, not {family}")
     raw = source(config)
     if raw.family != family:
         raise ConfigError(
@@ -58,10 +60,6 @@ def load_raw_dataset(config: ExperimentConfig) -> RawDataset:
     }
     manifest = None
     if data.variant != "original":
-        if family != "pairs":
-            raise ConfigError(
-                f"config key 'data.variant': resampling variants apply to pairs data, not {family}"
-            )
         from dicelab.data.resampling import materialize_variant
 
         splits["train"], manifest = materialize_variant(

@@ -8,7 +8,7 @@ errors through `where` and then gives every split a plain RangeIndex.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -27,12 +27,12 @@ def origin_of(frame: pd.DataFrame) -> str:
     return str(frame.attrs.get("origin", "<data>"))
 
 
-def where(frame: pd.DataFrame, location: object, token: int | None = None) -> str:
+def where(frame: pd.DataFrame, location: Any, token: int | None = None) -> str:
     """`file:line` (or `source: row N`) of the example at index `location`, optionally of one token."""
     origin = origin_of(frame)
     unit = frame.attrs.get("unit", "row")
     if unit == "conll":
-        return f"{origin}:{int(location) + (token or 0)}"  # type: ignore[call-overload]
+        return f"{origin}:{int(location) + (token or 0)}"
     token_part = "" if token is None else f", token {token + 1}"
     if unit == "line":
         return f"{origin}:{location}{token_part}"

@@ -1,4 +1,4 @@
-"""The set-overlap family: dice (eqs. 6-8), Tversky (eq. 10) and self-adjusting dice `dsc` (eq. 12).
+"""The set-overlap family: dice (eqs. 6-8), Tversky and self-adjusting dice `dsc` (eq. 12).
 
 Each is 1 - (numerator + smooth) / (denominator + smooth), computed one-vs-rest for every class column
 (binary logits: one column, the positive class) and then
@@ -271,7 +271,7 @@ def _softmax_ratio_and_gradient(
     q_positive_power = q_positive * q_positive if k == 2 else q_positive
     numerator_positive = c * q_positive
     denominator_positive = e * q_positive_power + d
-    buffer = (q * q if k == 2 else q.clone()).mul_(a)  # denominators of the y = 0 entries: a q^k
+    buffer = (q * q).mul_(a) if k == 2 else q * a  # denominators of the y = 0 entries: a q^k
 
     if level == "batch":
         # sums over positions per class: denominators a q^k plus e q^k + d - a q^k at the y = 1 entries
@@ -296,10 +296,11 @@ def _softmax_ratio_and_gradient(
     inverse = buffer.add_(smooth).clamp_min_(tiny).reciprocal_()  # 1 / (denominator + smooth)
     inverse_positive = (denominator_positive + smooth).clamp_min_(tiny).reciprocal_()
     ratio_positive = (numerator_positive + smooth).mul_(inverse_positive)
-    ratio = inverse.mul_(smooth)  # (0 + smooth) / (denominator + smooth) where y = 0
-    ratio.view(-1).index_copy_(0, positives.flat_index, ratio_positive)
+    ratio = inverse.mul_(smooth)  # (0 + smooth) / (denominator + smooth), right where y = 0
+    # the sum with the y = 1 entries swapped in; the buffer itself keeps the y = 0 formula there
+    ratio_sum = ratio.sum() - torch.take(ratio, positives.flat_index).sum() + ratio_positive.sum()
     scale = class_weight / num_positions
-    loss = class_weight * num_classes - ratio.sum() * scale
+    loss = class_weight * num_classes - ratio_sum * scale
     if not need_gradient:
         return loss, None
     # d loss / dq = scale (ratio d denominator/dq - d numerator/dq) / (denominator + smooth); where y = 0
@@ -340,7 +341,7 @@ def _softmax_overlap(
     # Rows where 1 - p_pivot is too small for float precision get their pivot terms in log space.
     exact = underflowed_rows(rest)
     rest.clamp_min_(precision_floor(p.dtype))
-    complement = buffer.copy_(p).neg_().add_(1.0)
+    complement = torch.mul(p, -1.0, out=buffer).add_(1.0)
     complement.view(-1).index_copy_(0, pivot, rest)
     q = torch.log(complement).mul_(alpha).exp_().mul_(p)  # (1 - p)^alpha p
     if exact.numel():

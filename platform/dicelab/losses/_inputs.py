@@ -1,4 +1,5 @@
-"""From `(logits, target)` to flat tensors without ignored positions, and log-space probabilities.
+"""What every loss shares: checked, flattened inputs without ignored positions, per-class weights, and
+a loss whose gradient is computed with its value. Helpers for log-space probability mass.
 
 Shapes: logits (N,) or (N, 1) are binary (sigmoid) with targets (N,) in {0, 1}; (N, C) with C >= 2 is a
 softmax with class-index targets (N,); any leading shape works the same way, e.g. (B, L, C) with (B, L).

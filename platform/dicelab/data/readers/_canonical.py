@@ -122,7 +122,9 @@ def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFr
 
 
 def _texts(column: pd.Series) -> pd.Series:
-    return column.astype(object).where(column.notna(), "").astype("str")
+    if pd.api.types.is_string_dtype(column) and not pd.api.types.is_object_dtype(column):
+        return column.fillna("")
+    return column.map(_text).astype("str")
 
 
 def _labels(column: pd.Series) -> pd.Series:
