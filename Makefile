@@ -22,12 +22,12 @@ demo: $(STAMP)
 	$(BIN)/dicelab analyze --experiment quickstart --out reports/quickstart
 
 test: $(STAMP)
-	$(BIN)/ruff check platform tests benchmarks
+	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check platform tests benchmarks
-	$(BIN)/ruff format --check platform tests benchmarks
+	$(BIN)/ruff check platform tests benchmarks infra
+	$(BIN)/ruff format --check platform tests benchmarks infra
 
 clean:
 	rm -rf $(VENV) .dicelab reports .pytest_cache .ruff_cache
