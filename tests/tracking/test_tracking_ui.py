@@ -75,4 +75,7 @@ def test_a_taken_port_is_a_one_line_error(tmp_path):
             env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
         )
     assert result.returncode == 2
-    assert result.stderr.strip() == f"dicelab ui: error: port {port} on 127.0.0.1 is taken (choose another with --port)"
+    assert (
+        result.stderr.strip()
+        == f"dicelab ui: error: port {port} on 127.0.0.1 is taken (choose another with --port)"
+    )

@@ -14,7 +14,10 @@ from dicelab.tracking import check_tracking
 from dicelab.training import TrialInputs, inputs_key, prepare_inputs
 
 FAMILIES: dict[str, dict] = {
-    "pairs": {"task": {"name": "pair_classification"}, "data": {"source": "synthetic_pairs", "max_length": 64}},
+    "pairs": {
+        "task": {"name": "pair_classification"},
+        "data": {"source": "synthetic_pairs", "max_length": 64},
+    },
     "tagging": {"task": {"name": "token_tagging"}, "data": {"source": "synthetic_tagging", "max_length": 64}},
     "spans": {
         "task": {"name": "span_extraction", "doc_stride": 32},

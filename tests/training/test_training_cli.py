@@ -67,7 +67,13 @@ def test_an_unknown_key_is_a_config_error(trial):
 
 def test_a_non_finite_trial_exits_1_with_its_reason(trial, store):
     code, out, err = trial(
-        "--tracking-uri", store, "--json", "--set", "train.learning_rate=1e30", "--set", "train.warmup_ratio=0"
+        "--tracking-uri",
+        store,
+        "--json",
+        "--set",
+        "train.learning_rate=1e30",
+        "--set",
+        "train.warmup_ratio=0",
     )
     assert code == 1
     summary = json.loads(out.strip().splitlines()[-1])
@@ -87,6 +93,6 @@ def test_a_non_finite_trial_exits_1_with_its_reason(trial, store):
 def test_a_bad_tracking_uri_fails_before_training(trial, tmp_path, uri, message):
     (tmp_path / "a-file").write_text("not a directory")
     cache = tmp_path / "fresh-cache"
-    code, out, err = trial("--tracking-uri", uri.format(port=free_port(), tmp=tmp_path), cache=cache)
+    code, _, err = trial("--tracking-uri", uri.format(port=free_port(), tmp=tmp_path), cache=cache)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not cache.exists()  # no data was loaded, no tokenizer trained

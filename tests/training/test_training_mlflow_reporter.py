@@ -44,7 +44,14 @@ def test_a_trial_run_holds_params_tags_metrics_artifacts_and_status(store, tmp_p
     assert tags[names.OUTCOME] == names.COMPLETED and tags[names.TRIAL_ID] == "local"
     assert names.REASON not in tags
 
-    for metric in ("dev_f1", "dev_accuracy", "train_loss", "epoch", "learning_rate", "train_samples_per_second"):
+    for metric in (
+        "dev_f1",
+        "dev_accuracy",
+        "train_loss",
+        "epoch",
+        "learning_rate",
+        "train_samples_per_second",
+    ):
         assert [m.step for m in client.get_metric_history(run.info.run_id, metric)] == [4, 8], metric
     f1_history = [m.value for m in client.get_metric_history(run.info.run_id, "dev_f1")]
     assert f1_history[-1] == pytest.approx(result.final_metrics["f1"])
@@ -62,7 +69,9 @@ def test_a_trial_run_holds_params_tags_metrics_artifacts_and_status(store, tmp_p
     assert set(json.loads((local / names.CLASS_REPORT_ARTIFACT).read_text())) == set(inputs.label_names)
     assert "name: test-pairs" in (local / names.CONFIG_ARTIFACT).read_text()
     # Artifacts sit beside the SQLite file, not in ./mlruns.
-    assert run.info.artifact_uri.startswith((Path(store.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri())
+    assert run.info.artifact_uri.startswith(
+        (Path(store.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
+    )
 
 
 def test_a_non_finite_trial_is_a_failed_run_with_its_reason(store, make_config, inputs_for):
@@ -92,12 +101,17 @@ def test_child_runs_nest_under_a_parent_and_resume_into_the_same_run(store, make
         def should_stop(self):
             return self.state is not None
 
-    first, pause = MlflowReporter(store, "sweep-like", parent_run_id=parent.info.run_id), PauseAtFirstEvaluation()
+    first, pause = (
+        MlflowReporter(store, "sweep-like", parent_run_id=parent.info.run_id),
+        PauseAtFirstEvaluation(),
+    )
     assert run_trial(config, MultiReporter([first, pause]), inputs=inputs).steps == 2
     second = MlflowReporter(store, "sweep-like", parent_run_id=parent.info.run_id, run_id=first.run_id)
     run_trial(config, second, inputs=inputs, resume_state=pause.state)  # no "param already logged" error
 
-    runs = client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    runs = client.search_runs(
+        [experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
     assert [run.info.run_id for run in runs] == [first.run_id]
     run = runs[0]
     assert run.info.status == "FINISHED" and run.data.tags[names.OUTCOME] == names.COMPLETED

@@ -39,7 +39,7 @@ def parameter_importance(runs: RunSet, options: AnalysisOptions | None = None) -
     """Importance of each varied param (seed included, as a yardstick for noise) on the usable trials.
 
     Scopes: all losses of a task together (loss.name, data.variant, seed and params every loss shares),
-    then each loss alone with its own swept hyperparameters.
+    then each loss that varied more than its seed, alone with its own swept hyperparameters.
     """
     options = options or AnalysisOptions()
     return importance_from_observations(observations(runs, options), runs)
@@ -59,6 +59,9 @@ def importance_from_observations(obs: pd.DataFrame, runs: RunSet) -> Importance:
                 varied = params[0] if params else "nothing"
                 notes.append(f"{where}: importance skipped, only {varied} varies")
                 continue
+            if trials["value"].nunique() < 2:
+                notes.append(f"{where}: importance skipped, every trial has the same value")
+                continue
             if len(trials) > MAX_TRIALS:
                 notes.append(
                     f"{where}: importance on a random sample of {MAX_TRIALS} of {len(trials)} trials"
@@ -66,8 +69,14 @@ def importance_from_observations(obs: pd.DataFrame, runs: RunSet) -> Importance:
                 trials = trials.sample(MAX_TRIALS, random_state=0)
             study = _study(trials, params)
             for name, evaluator in _evaluators(len(trials)):
-                with _quiet_optuna():
-                    scores = get_param_importances(study, evaluator=evaluator, params=params, normalize=True)
+                try:
+                    with _quiet_optuna():
+                        scores = get_param_importances(
+                            study, evaluator=evaluator, params=params, normalize=True
+                        )
+                except (RuntimeError, ValueError, ZeroDivisionError) as error:  # degenerate data for a model
+                    notes.append(f"{where}: {name} could not be computed ({error})")
+                    continue
                 rows.extend(
                     {
                         "experiment": experiment,
@@ -94,7 +103,9 @@ def _scopes(usable: pd.DataFrame, runs: RunSet) -> Iterator[tuple[str, pd.DataFr
     if usable[LOSS].nunique() > 1:
         yield ALL_LOSSES, usable, [p.name for p in swept_params(usable, shared)] + [LOSS, VARIANT, SEED]
     for loss, rows in usable.groupby(LOSS, sort=True):
-        yield str(loss), rows, [VARIANT, SEED, *(p.name for p in swept_params(rows, runs.param_columns))]
+        swept = [p.name for p in swept_params(rows, runs.param_columns)]
+        if swept or rows[VARIANT].nunique() > 1:  # a loss that varied only its seed has nothing to rank
+            yield str(loss), rows, [VARIANT, SEED, *swept]
 
 
 def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportanceEvaluator]]:

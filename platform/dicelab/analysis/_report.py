@@ -511,6 +511,15 @@ class _ReportWriter:
                 )
         elif obs["usable"].any() and not (self.ablation["n"] >= 2).any():
             notes.append("Every cell has a single usable seed: no confidence interval can be given.")
+        usable = obs[obs["usable"]]
+        for (experiment, task, metric), values in usable.groupby(["experiment", TASK, "metric"])["value"]:
+            if len(values) > 1 and values.nunique() == 1:
+                where = f"`{task}`" + (f" in `{experiment}`" if self.several else "")
+                notes.append(
+                    f"Every usable trial of {where} has the same {metric_label(metric)}, "
+                    f"{values.iloc[0]:.2f}: there is nothing to compare (a model that predicts one class "
+                    "everywhere does this; train longer or on more data)."
+                )
         nan = int((counted & (obs["exclusion"] == "metric is NaN or inf")).sum())
         missing = int((counted & (obs["exclusion"] == "metric not logged")).sum())
         if nan or missing:

@@ -212,6 +212,13 @@ def _overlap_loss(
         return loss_with_gradient(inputs.logits, kernel)
 
 
+def _plus_smooth(denominator: Tensor, smooth: float) -> Tensor:
+    """denominator + smooth, in place. Denominators are >= 0; with smooth = 0 an all-zero one (whose
+    numerator is 0 too) is floored at the smallest normal float, so 0 / 0 becomes 0."""
+    denominator.add_(smooth)
+    return denominator if smooth > 0 else denominator.clamp_min_(torch.finfo(denominator.dtype).tiny)
+
+
 def _binary_overlap(
     x: Tensor, need_gradient: bool, *, y: Tensor, terms: _Terms, smooth: float, level: str
 ) -> tuple[Tensor, Tensor | None]:
@@ -228,13 +235,12 @@ def _binary_overlap(
     p_weight = a if e == a else torch.mul(y, e - a).add_(a)  # a for y = 0, e for y = 1
     denominator = (q * q if k == 2 else q).mul(p_weight).add_(y, alpha=d)
     numerator = torch.mul(q, y).mul_(c)
-    tiny = torch.finfo(q.dtype).tiny  # a floor that only matters for smooth = 0 and 0 / 0
     if level == "batch":
-        shifted = denominator.sum().add_(smooth).clamp_min_(tiny)
+        shifted = _plus_smooth(denominator.sum(), smooth)
         ratio = numerator.sum().add_(smooth).div_(shifted)
         loss, scale = 1.0 - ratio, 1.0
     else:
-        shifted = denominator.add_(smooth).clamp_min_(tiny)
+        shifted = _plus_smooth(denominator, smooth)
         ratio = numerator.add_(smooth).div_(shifted)
         loss, scale = 1.0 - ratio.mean(), 1.0 / x.shape[0]
     if not need_gradient:
@@ -265,7 +271,6 @@ def _softmax_ratio_and_gradient(
     """
     num_positions, num_classes = q.shape
     class_weight = 1.0 / num_classes if class_reduction == "mean" else 1.0
-    tiny = torch.finfo(q.dtype).tiny  # a floor that only matters for smooth = 0 and 0 / 0
     k, c, a, e, d = terms.coefficients
     q_positive = torch.take(q, positives.flat_index)
     q_positive_power = q_positive * q_positive if k == 2 else q_positive
@@ -278,7 +283,7 @@ def _softmax_ratio_and_gradient(
         positive_extra = denominator_positive - a * q_positive_power
         denominator = buffer.sum(0).index_add_(0, positives.column, positive_extra)
         numerator = q.new_zeros(num_classes).index_add_(0, positives.column, numerator_positive)
-        shifted = denominator.add_(smooth).clamp_min_(tiny)
+        shifted = _plus_smooth(denominator, smooth)
         ratio = numerator.add_(smooth).div_(shifted)
         loss = class_weight * (num_classes - ratio.sum())
         if not need_gradient:
@@ -293,8 +298,8 @@ def _softmax_ratio_and_gradient(
         )
         return loss, gradient
 
-    inverse = buffer.add_(smooth).clamp_min_(tiny).reciprocal_()  # 1 / (denominator + smooth)
-    inverse_positive = (denominator_positive + smooth).clamp_min_(tiny).reciprocal_()
+    inverse = _plus_smooth(buffer, smooth).reciprocal_()  # 1 / (denominator + smooth)
+    inverse_positive = _plus_smooth(denominator_positive, smooth).reciprocal_()
     ratio_positive = (numerator_positive + smooth).mul_(inverse_positive)
     ratio = inverse.mul_(smooth)  # (0 + smooth) / (denominator + smooth), right where y = 0
     # the sum with the y = 1 entries swapped in; the buffer itself keeps the y = 0 formula there
@@ -332,7 +337,12 @@ def _softmax_overlap(
     # the arithmetic on it.
     buffer = torch.sub(p, 0.5).sign_().clamp_min_(0.0)  # 1 for a class with p > 1/2
     class_ids = torch.arange(p.shape[-1], dtype=p.dtype, device=p.device)
-    pivot_class = buffer.mul_(class_ids).sum(-1).long()
+    if p.shape[-1] <= 256:
+        # At most one product per row is nonzero, and 0/1 times a class id below 256 is exact in every
+        # reduced-precision matmul mode (TF32, bf16): the matrix-vector product is exact and faster.
+        pivot_class = torch.mv(buffer, class_ids).long()
+    else:
+        pivot_class = buffer.mul_(class_ids).sum(-1).long()
     pivot = row_start + pivot_class  # flat index of each row's pivot
     p_pivot = torch.take(p, pivot)
     others = buffer.copy_(p)
@@ -343,7 +353,10 @@ def _softmax_overlap(
     rest.clamp_min_(precision_floor(p.dtype))
     complement = torch.mul(p, -1.0, out=buffer).add_(1.0)
     complement.view(-1).index_copy_(0, pivot, rest)
-    q = torch.log(complement).mul_(alpha).exp_().mul_(p)  # (1 - p)^alpha p
+    if alpha in (1.0, 2.0):  # whole powers by multiplication: exact, and saves a log and an exp
+        q = complement.pow(int(alpha)).mul_(p)  # (1 - p)^alpha p
+    else:
+        q = torch.log(complement).mul_(alpha).exp_().mul_(p)
     if exact.numel():
         exact_x = x[exact]
         not_pivot = torch.ones_like(exact_x).scatter_(-1, pivot_class[exact].unsqueeze(-1), 0.0)

@@ -5,6 +5,8 @@
 any other exception; in both cases `reporter.on_end` has already recorded the outcome and a one-line reason.
 Errors found while setting up (bad config, unreadable data, unknown backbone) raise before `on_start`.
 
+`Evaluation.state()` snapshots the trial when it is called: call it inside `on_evaluation` (a checkpoint).
+
 One host sync per optimizer step reads the loss and gradient norm, so that a NaN stops the trial at the
 step where it appears (Hugging Face Trainer syncs as often for its NaN filter).
 """
@@ -241,7 +243,7 @@ class Trial:
     def _loader(self, features: Any, **batching: Any) -> DataLoader:
         # Its own generator: creating a loader must not draw from the global RNG that dropout uses,
         # or a resumed trial would see different dropout masks.
-        return DataLoader(features, collate_fn=self.task.collate, generator=torch.Generator(), **batching)
+        return DataLoader(features, collate_fn=self.task.collate, **batching)
 
     def state(self) -> dict[str, Any]:
         """A snapshot to resume from: plain values and tensors (loads with torch.load(weights_only=True))."""

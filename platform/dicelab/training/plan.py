@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dicelab.config import TrainConfig
+from dicelab.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class TrainingPlan:
 
     @classmethod
     def of(cls, examples: int, train: TrainConfig) -> TrainingPlan:
+        if examples == 0:
+            raise DataError("the training split has no examples (after data limits and resampling)")
         batches_per_epoch = math.ceil(examples / train.batch_size)
         # The last step of an epoch may accumulate fewer batches (as in Hugging Face Trainer).
         steps_per_epoch = math.ceil(batches_per_epoch / train.grad_accum_steps)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.utils.deterministic
 
 from dicelab.config import TrainConfig
 from dicelab.errors import ConfigError
@@ -43,15 +44,19 @@ def torch_settings(train: TrainConfig, device: torch.device) -> Iterator[None]:
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
     try:
         if train.num_threads is not None:
             torch.set_num_threads(train.num_threads)
         if device.type == "cpu":
             torch.use_deterministic_algorithms(True, warn_only=True)
+            # Filling every new tensor only guards code that reads uninitialised memory; it costs bandwidth.
+            torch.utils.deterministic.fill_uninitialized_memory = False
         yield
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
 def seed_everything(seed: int) -> None:

@@ -23,10 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT", help="a pairs file or a hub dataset name (e.g. glue/qqp)")
     # nargs="?" plus the hidden -negative flag below: argparse takes "--variant -negative" for two options.
     parser.add_argument(
-        "--variant",
-        nargs="?",
-        required=True,
-        help=f"one of: {', '.join(VARIANTS)} (also --variant=-negative)",
+        "--variant", nargs="?", required=True, metavar="NAME", help=f"one of: {', '.join(VARIANTS)}"
     )
     parser.add_argument(
         "-negative", dest="variant", action="store_const", const="-negative", help=argparse.SUPPRESS
