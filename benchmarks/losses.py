@@ -1,13 +1,15 @@
 """Forward + backward time of every dicelab loss against cross entropy on the same logits, in one run.
 
-    .venv/bin/python benchmarks/losses.py [--min-run-time 0.5]
+    .venv/bin/python benchmarks/losses.py [--rounds 15] [--block-seconds 0.1]
 
-CPU, float32, one thread. Cases: token tagging N=65,536 positions x C=9 classes (baseline
+CPU, float32, one thread; the clock is the thread's CPU time, best of interleaved rounds (robust on a
+shared machine). Cases: token tagging N=65,536 positions x C=9 classes (baseline
 `torch.nn.functional.cross_entropy`) and binary N=16,384 (baseline `binary_cross_entropy_with_logits`,
-the cross entropy of sigmoid logits). Goal: every loss <= 3x its baseline. A second table times `dsc` at
-C=18 (the official multi-class settings: level="example", square_denominator=True, class_reduction="sum")
-against the same loss computed the way the official ShannonAI code does it, a Python loop over classes
-with one (N, 1) column at a time; goal: >= 3x faster. Prints markdown tables.
+the cross entropy of sigmoid logits), every loss at its defaults plus `dsc` at alpha=0.5. Goal: every
+loss <= 3x its baseline. A second table times `dsc` at C=18 (the official multi-class settings:
+level="example", square_denominator=True, class_reduction="sum", alpha=0.5) against the same loss
+computed the way the official ShannonAI code does it, a Python loop over classes with one (N, 1) column
+at a time; goal: >= 3x faster. Prints markdown tables.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ def test_report_folder_holds_markdown_html_csvs_and_figures(report):
     assert "RuntimeError: CUDA out of memory" in markdown  # the failed trial is listed with its reason
     assert "| `ce` (paper) | 91.30 |" in markdown
     assert "beta = 1 − alpha" in markdown
+    assert "With 2 seeds a 95% t-interval reaches ±12.7 standard errors" in markdown
 
 
 def test_figures_are_real_pngs_of_the_expected_size(report):

@@ -186,3 +186,12 @@ def test_compared_experiments_get_their_own_lines_and_tables(runs, module_tracki
     table = ablation_table(both)
     row = table[(table["experiment"] == "table8-minilm") & (table["loss"] == "tversky")]
     assert row["config"].item() == "alpha=0.4, beta=0.6" and math.isnan(row["delta"].item())  # no CE there
+
+
+def test_a_flat_curve_has_no_optimum(module_tracking_uri, module_sweep_log):
+    log = module_sweep_log("flat")
+    for alpha in (0.3, 0.7):
+        for seed in range(2):
+            log.trial(0.0, loss="tversky", seed=seed, params={"loss.alpha": alpha, "loss.beta": 1 - alpha})
+    curves = sensitivity_curves(load_runs("flat", module_tracking_uri))
+    assert curves["mean"].tolist() == [0.0, 0.0] and not curves["is_optimum"].any()

@@ -63,6 +63,8 @@ def sensitivity_figure(
         label = line
         if len(best):
             label += f"  (best {format_value(best['x'].iloc[0])}: {float(best['mean'].iloc[0]):.2f})"
+        elif rows["mean"].notna().any():
+            label += "  (no single best)"
             axes.scatter(
                 position(best["x"]),
                 best["mean"],

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from scipy import stats
 
 from dicelab import __version__
 from dicelab.analysis import _plots as plots
@@ -485,7 +486,7 @@ class _ReportWriter:
                     "`sensitivity.csv`: the numbers behind the sensitivity figures",
                     "`ablation.csv`: the ablation tables, with Δ intervals and the paper's numbers",
                     "`importance.csv`: PED-ANOVA and fANOVA importances",
-                    "`figures/`: every figure as PNG",
+                    *(["`figures/`: every figure as PNG"] if (self.root / "figures").is_dir() else []),
                 ]
             ),
         )
@@ -497,6 +498,8 @@ class _ReportWriter:
         counted = obs["outcome"].isin(options.counted_outcomes)
         if len(obs) == 0:
             return ["There are no trials to analyze yet."]
+        if not obs["usable"].any():
+            return [f"None of the {len(obs)} trials has a usable value: see "Trials not counted" below."]
         if not self.curves.empty:
             points = self.curves[self.curves["n"] > 0]
             single = int((points["n"] == 1).sum())
@@ -512,6 +515,23 @@ class _ReportWriter:
         elif obs["usable"].any() and not (self.ablation["n"] >= 2).any():
             notes.append("Every cell has a single usable seed: no confidence interval can be given.")
         usable = obs[obs["usable"]]
+        seeds = [*self.curves["n"], *self.ablation["n"]]
+        fewest = min((n for n in seeds if n >= 2), default=0)
+        if fewest in (2, 3):
+            t = stats.t.ppf(0.5 + options.confidence / 2, fewest - 1)
+            notes.append(
+                f"With {fewest} seeds a {self.level} t-interval reaches ±{t:.1f} standard errors, so "
+                "intervals are wide (and can leave the metric's range); more seeds narrow them quickly."
+            )
+        zero = usable.groupby(["experiment", TASK, "metric", LOSS])["value"].agg(
+            lambda v: len(v) > 1 and (v == 0).all()
+        )
+        for (experiment, task, metric, loss), _ in zero[zero].items():
+            where = f"`{task}`" + (f" in `{experiment}`" if self.several else "")
+            notes.append(
+                f"`{loss}` scored 0 {metric_label(metric)} in every trial of {where}: nothing was learned "
+                "to compare (an F1 of 0 means no positive was ever predicted right)."
+            )
         for (experiment, task, metric), values in usable.groupby(["experiment", TASK, "metric"])["value"]:
             if len(values) > 1 and values.nunique() == 1:
                 where = f"`{task}`" + (f" in `{experiment}`" if self.several else "")
@@ -641,6 +661,11 @@ def _optimum_sentence(rows: pd.DataFrame, param: str) -> str:
     line = rows["line"].iloc[0]
     best = rows[rows["is_optimum"]]
     if best.empty:
+        if rows["mean"].notna().any():
+            ties = rows[rows["mean"] == rows["mean"].max()]
+            values = ", ".join(format_value(x) for x in ties["x"])
+            tied_at = _number(ties["mean"].iloc[0])
+            return f"{line}: no single best `{short_name(param)}`: {values} tie at {tied_at}"
         return f"{line}: no usable trials"
     top = best.iloc[0]
     where = f"{line}: best `{short_name(param)}` = {format_value(top['x'])}"

@@ -152,9 +152,11 @@ def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: Analysi
             )
     curves = pd.DataFrame(rows, columns=CURVE_COLUMNS)
     if not curves.empty:
+        # The optimum of a line is its point with the highest mean, when no other point ties with it.
         line_keys = ["task", "metric", "loss", "param", "line"]
-        best = curves.dropna(subset=["mean"]).groupby(line_keys, sort=False)["mean"].idxmax()
-        curves.loc[best.to_numpy(), "is_optimum"] = True
+        means = curves.groupby(line_keys, sort=False)["mean"]
+        top = curves["mean"] == means.transform("max")
+        curves["is_optimum"] = top & (top.groupby([curves[key] for key in line_keys]).transform("sum") == 1)
     return curves
 
 

@@ -335,7 +335,7 @@ def _softmax_overlap(
     # class has p <= 1/2, where 1 - p is accurate as it is; the pivot's 1 - p is the sum of the other
     # classes' p, free of cancellation. (M, K) temporaries are reused: on CPU a fresh one costs more than
     # the arithmetic on it.
-    buffer = torch.sub(p, 0.5).sign_().clamp_min_(0.0)  # 1 for a class with p > 1/2
+    buffer = torch.gt(p, 0.5, out=torch.empty_like(p))  # 1.0 for a class with p > 1/2, else 0.0
     class_ids = torch.arange(p.shape[-1], dtype=p.dtype, device=p.device)
     if p.shape[-1] <= 256:
         # At most one product per row is nonzero, and 0/1 times a class id below 256 is exact in every
