@@ -151,3 +151,15 @@ def test_cli_unknown_experiment_is_a_one_line_error(sweep, module_tracking_uri, 
     assert code == 2
     assert len(error.splitlines()) == 1
     assert "no experiment 'nope'" in error and "quickstart" in error
+
+
+def test_a_sweep_where_every_trial_failed_still_reports_them(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("broken")
+    log.trial(None, outcome="failed", reason="ValueError: bad batch", history=[])
+    log.trial(None, seed=1, outcome="non_finite", reason="loss became NaN at step 3", history=[])
+    report = build_report(load_runs("broken", tracking_uri), tmp_path / "out", log_to_mlflow=False)
+    markdown = report.markdown.read_text(encoding="utf-8")
+    assert "None of the 2 trials has a usable value" in markdown
+    assert "ValueError: bad batch" in markdown and "loss became NaN at step 3" in markdown
+    assert "| `ce` | — [2 failed] |" in markdown
+    assert not any(path.suffix == ".png" for path in report.files)

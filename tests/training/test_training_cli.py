@@ -48,7 +48,8 @@ def test_json_is_the_last_line_and_names_the_mlflow_run(trial, store):
     assert run.data.params["loss.name"] == "dice"
     assert run.data.metrics["dev_f1"] == pytest.approx(summary["dev_f1"])
     assert "dev metrics" in out and summary["run_id"] in out and "dicelab ui --tracking-uri" in out
-    assert "step 4 (epoch" in err  # the console reporter's evaluation line
+    assert "step 2/4  loss " in err and "samples/s" in err  # progress lines, stderr not being a terminal
+    assert "step 4 (epoch" in err  # the evaluation line
 
 
 def test_quiet_untracked_trial_prints_only_the_result(trial):

@@ -13,7 +13,7 @@ import torch
 
 from dicelab.errors import ConfigError, TrialFailed
 from dicelab.tracking import conventions as names
-from dicelab.training import Evaluation, Reporter, TrialResult, run_trial
+from dicelab.training import Evaluation, Reporter, TrialResult, inputs_key, run_trial
 
 
 class Recorder(Reporter):
@@ -199,6 +199,17 @@ def test_other_exceptions_are_recorded_then_reraised(make_config, inputs_for):
         run_trial(config, recorder, inputs=inputs_for(config))
     assert recorder.result.outcome == names.FAILED
     assert recorder.result.reason.startswith("ConfigError: train.metric")
+
+
+def test_inputs_key_covers_exactly_the_fields_that_change_inputs(make_config):
+    key = inputs_key(make_config("pairs"))
+    same_inputs = ["loss.name=dsc", "train.learning_rate=1", "train.seed=3", "model.dropout=0.3"]
+    same_inputs.append("data.cache_dir=elsewhere")
+    for same in same_inputs:
+        assert inputs_key(make_config("pairs", same)) == key, same
+    other_inputs = ["data.max_length=32", "data.synthetic.seed=2", "task.doc_stride=8", "model.backbone=x"]
+    for other in other_inputs:
+        assert inputs_key(make_config("pairs", other)) != key, other
 
 
 def test_inputs_are_reused_only_for_the_same_data(make_config, inputs_for):

@@ -162,7 +162,8 @@ def parallel_coordinates_figure(
     axes.add_collection(lines)
     for x, column in zip(xs, columns, strict=True):
         axes.axvline(x, color="0.3", linewidth=0.8)
-        for y, text in _axis_ticks(trials[column]):
+        # The metric axis is continuous (and has the colorbar): label its ends only.
+        for y, text in _axis_ticks(trials[column], max_labels=2 if column == "value" else MAX_AXIS_LABELS):
             axes.text(
                 x + 0.03,
                 y,
@@ -251,7 +252,7 @@ def _category_positions(values: pd.Series) -> dict[str, float]:
     return {name: 1 - index / (len(categories) - 1) for index, name in enumerate(categories)}
 
 
-def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
+def _axis_ticks(values: pd.Series, max_labels: int) -> list[tuple[float, str]]:
     ticks: list[tuple[float, str]] = []
     if pd.api.types.is_numeric_dtype(values):
         distinct = np.unique(values.dropna().to_numpy(dtype=float))
@@ -259,7 +260,7 @@ def _axis_ticks(values: pd.Series) -> list[tuple[float, str]]:
             ticks = [(0.5, f"{distinct[0]:.4g}")]
         elif distinct.size:
             low, high = distinct[0], distinct[-1]
-            shown = distinct if distinct.size <= MAX_AXIS_LABELS else distinct[[0, -1]]
+            shown = distinct if distinct.size <= max_labels else distinct[[0, -1]]
             ticks = [((value - low) / (high - low), f"{value:.4g}") for value in shown]
     else:
         ticks = [(y, name) for name, y in _category_positions(values).items()]

@@ -499,7 +499,7 @@ class _ReportWriter:
         if len(obs) == 0:
             return ["There are no trials to analyze yet."]
         if not obs["usable"].any():
-            return [f"None of the {len(obs)} trials has a usable value: see "Trials not counted" below."]
+            return [f"None of the {len(obs)} trials has a usable value: see 'Trials not counted' below."]
         if not self.curves.empty:
             points = self.curves[self.curves["n"] > 0]
             single = int((points["n"] == 1).sum())

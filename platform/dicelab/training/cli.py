@@ -14,6 +14,8 @@ import sys
 import traceback
 from typing import Any
 
+import datasets
+import transformers
 from rich.console import Console
 from rich.table import Table
 
@@ -67,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
             log_predictions=config.tracking.log_predictions,
         )
         reporters.append(mlflow)
-    if not args.quiet:
+    if args.quiet:
+        datasets.disable_progress_bars()  # tokenizing and caching features
+        transformers.utils.logging.disable_progress_bar()  # loading weights
+    else:
         reporters.append(ConsoleReporter())
     reporters.append(outcome)
 

@@ -243,7 +243,13 @@ class Trial:
     def _loader(self, features: Any, **batching: Any) -> DataLoader:
         # Its own generator: creating a loader must not draw from the global RNG that dropout uses,
         # or a resumed trial would see different dropout masks.
-        return DataLoader(features, collate_fn=self.task.collate, generator=torch.Generator(), **batching)
+        return DataLoader(
+            features,
+            collate_fn=self.task.collate,
+            generator=torch.Generator(),
+            pin_memory=self.device.type == "cuda",  # with the non_blocking copies in _optimizer_step
+            **batching,
+        )
 
     def state(self) -> dict[str, Any]:
         """A snapshot to resume from: plain values and tensors (loads with torch.load(weights_only=True))."""

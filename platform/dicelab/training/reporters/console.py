@@ -22,7 +22,8 @@ from dicelab.training.reporter import Evaluation, Reporter, TrialResult
 class ConsoleReporter(Reporter):
     """Writes to stderr by default, so stdout stays free for results (`dicelab trial --json`).
 
-    quiet: no progress bar, only the start line, one line per evaluation and the outcome (for logs).
+    Progress is a bar on a terminal and one line per logged step elsewhere (a log file, CI).
+    quiet: no progress, only the start line, one line per evaluation and the outcome.
     """
 
     def __init__(self, *, quiet: bool = False, console: Console | None = None):
@@ -30,6 +31,7 @@ class ConsoleReporter(Reporter):
         self.console = console or Console(stderr=True, soft_wrap=True)
         self._progress: Progress | None = None
         self._task_id: Any = None
+        self._steps_total: int | None = None
 
     def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
         resumed = f", resuming at step {info['start_step']}" if info.get("start_step") else ""
@@ -40,7 +42,8 @@ class ConsoleReporter(Reporter):
             f"on {info.get('device')} ({info.get('precision')}){resumed}",
             highlight=False,
         )
-        if self.quiet:
+        self._steps_total = info.get("steps_total")
+        if self.quiet or not self.console.is_terminal:
             return
         self._progress = Progress(
             TextColumn("[progress.description]{task.description}"),
@@ -58,14 +61,16 @@ class ConsoleReporter(Reporter):
         )
 
     def on_step(self, step: int, metrics: dict[str, float]) -> None:
-        if self._progress is None:
-            return
-        self._progress.update(
-            self._task_id,
-            completed=step,
-            loss=f"{metrics.get(names.TRAIN_LOSS, float('nan')):.4f}",
-            speed=f"{metrics.get(names.SAMPLES_PER_SECOND, 0.0):.0f}",
-        )
+        loss = f"{metrics.get(names.TRAIN_LOSS, float('nan')):.4f}"
+        speed = f"{metrics.get(names.SAMPLES_PER_SECOND, 0.0):.0f}"
+        if self._progress is not None:
+            self._progress.update(self._task_id, completed=step, loss=loss, speed=speed)
+        elif not self.quiet:
+            learning_rate = metrics.get(names.LEARNING_RATE, float("nan"))
+            self.console.print(
+                f"step {step}/{self._steps_total}  loss {loss}  lr {learning_rate:.2e}  {speed} samples/s",
+                highlight=False,
+            )
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
         if self._progress is not None:
