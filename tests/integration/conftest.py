@@ -51,6 +51,14 @@ class Process:
     popen: subprocess.Popen
     log: Path
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a crash, not a shutdown)."""
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.popen.wait(timeout=60)
+
     def stop(self) -> None:
         try:
             group = os.getpgid(self.popen.pid)
@@ -68,12 +76,14 @@ class Process:
                 continue
 
 
-def start(name: str, args: list[str], env: dict[str, str], logs: Path) -> Process:
-    log = logs / f"{name}.log"
+def start(name: str, args: list[str], env: dict[str, str], directory: Path) -> Process:
+    """Start a process in its own session (so its whole group can be signalled), logging to directory."""
+    log = directory / f"{name}.log"
     with log.open("wb") as out:
         popen = subprocess.Popen(
             args,
             env=env,
+            cwd=directory,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -193,7 +203,16 @@ def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayClust
         wait_until(lambda: _alive_nodes(dashboard, ray_env) >= 1, 180, "the Ray head node", head)
         worker = start(
             "ray-worker",
-            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", *common, *node_ports()],
+            [
+                str(BIN / "ray"),
+                "start",
+                f"--address=127.0.0.1:{port}",
+                # its own temp dir, as on another machine: nodes sharing one would also share (and delete)
+                # each other's runtime-env files, such as a job's working directory
+                f"--temp-dir={session_dir / 'ray-worker'}",
+                *common,
+                *node_ports(),
+            ],
             ray_env,
             session_dir,
         )
@@ -276,17 +295,9 @@ class SweepTools:
             timeout=timeout_s,
         )
 
-    def start(self, args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
-        """`dicelab ARGS` in its own process group (stop it with os.killpg), its output going to `log`."""
-        with log.open("wb") as out:
-            return subprocess.Popen(
-                [str(BIN / "dicelab"), *args],
-                env=self.env,
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+    def start(self, args: list[str], cwd: Path) -> Process:
+        """`dicelab ARGS` in its own process group, its output in cwd/dicelab.log."""
+        return start("dicelab", [str(BIN / "dicelab"), *args], self.env, cwd)
 
     wait_until = staticmethod(wait_until)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -97,7 +97,7 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
                 # a trial that asks for CUDA on a CPU-only cluster: raises
                 "dice": {"space": {"train.device": {"grid": ["cuda"]}}},
                 # a long trial whose worker is killed mid-way: retried from its last checkpoint
-                "focal": {"space": {"train.epochs": {"grid": [12]}}},
+                "focal": {"space": {"train.epochs": {"grid": [30]}}},
             },
             "max_failures": 1,
         },
@@ -106,20 +106,19 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
     if _cuda_available():
         pytest.skip("this machine has CUDA: the cuda trial would not fail")
     args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
-    log = tmp_path / "driver.log"
-    driver = sweep_tools.start(args, tmp_path, log)
+    driver = sweep_tools.start(args, tmp_path)
     try:
         focal = sweep_tools.wait_until(
-            lambda: _running_with_evaluation(sweep_tools, mlflow_server, "it-failures", "focal"),
+            lambda: _checkpointed(sweep_tools, mlflow_server, "it-failures", "focal", tmp_path),
             400,
-            "focal trial",
+            "a checkpoint of the focal trial",
+            driver,
         )
         os.kill(int(focal.data.tags[WORKER_PID]), signal.SIGKILL)  # the trial's worker dies (same machine)
-        driver.wait(timeout=600)
+        driver.popen.wait(timeout=600)
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    assert driver.returncode == 0, log.read_text()  # some trials failed, the sweep ran: exit 0
+        driver.stop()
+    assert driver.popen.returncode == 0, driver.log.read_text()  # some trials failed, the sweep ran: exit 0
 
     parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-failures")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -140,9 +139,12 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
     assert crashed.info.status == "FINISHED" and crashed.data.tags[names.OUTCOME] == names.COMPLETED
     assert int(crashed.data.tags[RESTORED_FROM_STEP]) > 0  # continued from its checkpoint
     assert names.REASON not in crashed.data.tags  # the failed attempt's reason does not stick
-    history = MlflowClient(mlflow_server).get_metric_history(crashed.info.run_id, "dev_f1")
-    steps = [point.step for point in history]
-    assert len(steps) == len(set(steps))  # no evaluation recorded twice
+    # an evaluation recorded again after the restart (logged, then the worker died before its checkpoint)
+    # has the same value: the trial continued exactly where its checkpoint was
+    values: dict[int, set[float]] = {}
+    for point in MlflowClient(mlflow_server).get_metric_history(crashed.info.run_id, "train_loss"):
+        values.setdefault(point.step, set()).add(round(point.value, 6))
+    assert all(len(found) == 1 for found in values.values()), values
     assert parents[0].data.metrics["trials_failed"] == 1 and parents[0].data.metrics["trials_non_finite"] == 1
 
 
@@ -156,17 +158,14 @@ def test_a_killed_driver_resumes_without_rerunning_or_duplicating(
         train={"epochs": 3},
     )
     args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
-    driver = sweep_tools.start(args, tmp_path, tmp_path / "driver.log")
+    driver = sweep_tools.start(args, tmp_path)
     try:
         sweep_tools.wait_until(
-            lambda: _finished(sweep_tools, mlflow_server, "it-resume"), 400, "a finished trial"
+            lambda: _finished(sweep_tools, mlflow_server, "it-resume"), 400, "a finished trial", driver
         )
-        time.sleep(2.0)  # Tune's experiment state (read by --resume) is saved at least once a second
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=60)
+        driver.kill()
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
+        driver.stop()
     finished_before = {
         run.info.run_id: run.info.end_time for run in _finished(sweep_tools, mlflow_server, "it-resume")
     }
@@ -191,16 +190,15 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _running_with_evaluation(tools, uri: str, experiment: str, loss: str) -> Run | None:
+def _checkpointed(tools, uri: str, experiment: str, loss: str, cwd: Path) -> Run | None:
+    """The RUNNING run of `loss` once its trial has saved a checkpoint (Tune's dir under cwd/.dicelab)."""
     _, trials = tools.sweep_runs(uri, experiment)
     for run in trials:
-        if (
-            run.data.params.get("loss.name") == loss
-            and run.info.status == "RUNNING"
-            and "dev_f1" in run.data.metrics
-            and WORKER_PID in run.data.tags
-        ):
-            return run
+        running = run.info.status == "RUNNING" and WORKER_PID in run.data.tags
+        if run.data.params.get("loss.name") == loss and running:
+            trial_dirs = cwd.glob(f".dicelab/ray_results/{experiment}/*/{run.data.tags[names.TRIAL_ID]}")
+            if any(any(path.glob("checkpoint_*")) for path in trial_dirs):
+                return run
     return None
 
 

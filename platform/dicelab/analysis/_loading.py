@@ -45,7 +45,6 @@ META_COLUMNS = (
     "duration_s",
     "logged_metrics",  # names of the metrics the run logged (a logged NaN and a missing metric differ)
 )
-ROLE_ANALYSIS = "analysis"  # the run that holds a report when an experiment has no parent run
 # MLflow status -> outcome, for runs the engine did not tag (still running, killed, older runs).
 _STATUS_OUTCOMES = {
     "FINISHED": names.COMPLETED,
@@ -109,7 +108,7 @@ def load_runs(
 
     parents = runs[runs["role"] == names.ROLE_PARENT]
     trials = runs[runs["role"] == names.ROLE_TRIAL]
-    ignored = int((~runs["role"].isin([names.ROLE_PARENT, names.ROLE_TRIAL, ROLE_ANALYSIS])).sum())
+    ignored = int((~runs["role"].isin([names.ROLE_PARENT, names.ROLE_TRIAL, names.ROLE_ANALYSIS])).sum())
     if sweep_ids:
         known = sorted(set(runs["sweep_id"].dropna()))
         missing = [sweep_id for sweep_id in sweep_ids if sweep_id not in known]

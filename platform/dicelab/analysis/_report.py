@@ -23,7 +23,7 @@ from dicelab.analysis._ablation import ablation_from_observations
 from dicelab.analysis._design import config_label, format_value, short_name, swept_params
 from dicelab.analysis._document import Bullets, Document, Heading, Image, Table, Text
 from dicelab.analysis._importance import importance_from_observations
-from dicelab.analysis._loading import ROLE_ANALYSIS, RunSet, load_histories
+from dicelab.analysis._loading import RunSet, load_histories
 from dicelab.analysis._observations import (
     LOSS,
     SEED,
@@ -734,12 +734,12 @@ def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
     """The experiment's "analysis" run (created once) for experiments without a sweep parent run."""
     existing = client.search_runs(
         [experiment_id],
-        filter_string=f"tags.`{names.ROLE}` = '{ROLE_ANALYSIS}'",
+        filter_string=f"tags.`{names.ROLE}` = '{names.ROLE_ANALYSIS}'",
         max_results=1,
         order_by=["attributes.start_time DESC"],
     )
     if existing:
         return existing[0].info.run_id
-    run = client.create_run(experiment_id, run_name="analysis", tags={names.ROLE: ROLE_ANALYSIS})
+    run = client.create_run(experiment_id, run_name="analysis", tags={names.ROLE: names.ROLE_ANALYSIS})
     client.set_terminated(run.info.run_id)
     return run.info.run_id

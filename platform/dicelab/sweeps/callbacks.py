@@ -72,6 +72,14 @@ class TrialRecords(_Lazy):
             self._client = MlflowClient(self.context.tracking_uri)
         return self._client
 
+    def setup(self, **info: Any) -> None:
+        """Outcomes of trials that ended before a --resume (the view shows them too)."""
+        context = self.context
+        for run in records.trial_runs(self.client, context.experiment_id, context.sweep_id):
+            outcome = run.data.tags.get(names.OUTCOME)
+            if outcome is not None:
+                self.outcomes[run.data.tags[names.TRIAL_ID]] = (outcome, run.data.tags.get(names.REASON))
+
     def _find(self, trial: Trial):
         context = self.context
         return records.find_trial_run(self.client, context.experiment_id, context.sweep_id, trial.trial_id)

@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--follow", action="store_true", help="stream the job's logs; exit with its status")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the newest interrupted run of the sweep (on the cluster)",
+    )
+    parser.add_argument(
         "--working-dir", default=".", help="directory uploaded as the job's working directory (default: .)"
     )
 
@@ -38,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
             name=args.name,
             tracking_uri=args.tracking_uri,
             follow=args.follow,
+            resume=args.resume,
             working_dir=args.working_dir,
         )
     )

@@ -242,7 +242,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     config = load_sweep_config(options)
     plan = plan_sweep(config, options.config)
     storage = plan.search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
-    sweep_root = Path(storage).resolve() / config.name
+    sweep_root = Path(storage).expanduser().resolve() / config.name
     config_yaml = config_to_yaml(config)
     tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
     check_tracking(tracking_uri)
@@ -254,9 +254,11 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
 
     import dicelab
 
+    seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
     console.print(
-        f"sweep [bold]{config.name}[/] ({'resuming, ' if options.resume else ''}{plan.num_trials} trials, "
-        f"{plan.search.algorithm}, scheduler {plan.search.scheduler.name}) · dicelab {dicelab.__version__} "
+        f"sweep [bold]{config.name}[/] ({'resuming, ' if options.resume else ''}{plan.num_trials} trials: "
+        f"{plan.num_configurations} configurations{seeds}, {plan.search.algorithm}, "
+        f"scheduler {plan.search.scheduler.name}) · dicelab {dicelab.__version__} "
         f"from {Path(dicelab.__file__).parent}",
         highlight=False,
         soft_wrap=True,
@@ -329,6 +331,8 @@ def _fit(
     where: str,
     resume: bool,
 ) -> Any:
+    from ray import tune
+
     from dicelab.sweeps.callbacks import SweepView, TrialRecords
     from dicelab.sweeps.trainable import SweepContext
     from dicelab.sweeps.tuning import build_tuner, restore_tuner
@@ -349,9 +353,9 @@ def _fit(
     # driver loses at most a second of bookkeeping; at this size the snapshots cost nothing worth a warning.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
-    if resume:
+    if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory)
-    else:
+    else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)
         trial_records = TrialRecords(context, plan.search.scheduler.name)
         callbacks = [trial_records, SweepView(context, trial_records, where)]
         tuner = build_tuner(context, inputs, directory, callbacks)

@@ -3,7 +3,9 @@
 The job's runtime environment carries the working directory (configs, local data; without virtualenvs,
 caches and results) and the dicelab package itself (`py_modules`), so the cluster needs dicelab's
 dependencies but not dicelab: it runs exactly the code that submitted the job. The job's driver is
-`python -m dicelab.cli sweep CONFIG --address auto`, on the head node.
+`python -m dicelab.cli sweep CONFIG --address auto`, on the head node. The working directory is a temporary
+copy that Ray deletes after the job, so unless the config sets `search.storage` the job keeps its Tune
+results and checkpoints in `~/.dicelab/ray_results` on the head node (where `--resume` finds them).
 
 Token authentication: Ray's client sends the cluster token when `RAY_AUTH_MODE=token` is set; the token
 comes from `RAY_AUTH_TOKEN`, the file named by `RAY_AUTH_TOKEN_PATH`, or `~/.ray/auth_token`.
@@ -25,6 +27,7 @@ from dicelab.config import load_config
 from dicelab.errors import ConfigError, DicelabError
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
+JOB_STORAGE = "~/.dicelab/ray_results"
 EXCLUDES = [
     ".venv",
     "venv",
@@ -51,13 +54,16 @@ class SubmitOptions:
     name: str | None = None
     tracking_uri: str | None = None
     follow: bool = False
+    resume: bool = False
     working_dir: str = "."
 
 
-def entrypoint(config: str, options: SubmitOptions) -> str:
+def entrypoint(config: str, options: SubmitOptions, storage: str | None) -> str:
     words = ["python", "-m", "dicelab.cli", "sweep", config, "--address", "auto"]
-    for override in options.overrides:
+    for override in [*options.overrides, *([f"search.storage={storage}"] if storage else [])]:
         words += ["--set", override]
+    if options.resume:
+        words.append("--resume")
     if options.name:
         words += ["--name", options.name]
     if options.tracking_uri:
@@ -130,7 +136,11 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
     submission_id = f"dicelab-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         job_id = client.submit_job(
-            entrypoint=entrypoint(config_path.relative_to(working_dir).as_posix(), options),
+            entrypoint=entrypoint(
+                config_path.relative_to(working_dir).as_posix(),
+                options,
+                None if config.search.get("storage") else JOB_STORAGE,
+            ),
             runtime_env=runtime_env(working_dir),
             submission_id=submission_id,
             metadata={"dicelab.sweep": name},

@@ -40,6 +40,9 @@ POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: 
 RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
 WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
+# Outcomes a trial never runs again for: success, and the deterministic non-finite failure. A "failed" run
+# is run again (its failure may have been a crash that Tune is retrying).
+FINAL_OUTCOMES = (names.COMPLETED, names.EARLY_STOPPED, names.NON_FINITE)
 
 
 @dataclass(frozen=True)
@@ -111,12 +114,19 @@ class TuneReporter(Reporter):
             except SystemExit:  # how Tune ends a trial it stopped (ASHA): finish as early-stopped instead
                 self.stopped = True
 
+    @staticmethod
+    def report_failure(metric: str) -> None:
+        """A trial that failed for good still ends with a result holding the metric (Tune requires one):
+        NaN, which searchers and schedulers read as "no value"."""
+        tune.report({metric: float("nan")})
+
     def should_stop(self) -> bool:
         return self.stopped
 
 
 class TrialReporter(Reporter):
-    """Tune first, then MLflow; an evaluation Tune refused (trial already stopped) is not recorded."""
+    """MLflow first, then Tune: when Tune stops the trial at an evaluation (ASHA), that evaluation is
+    already recorded, and the driver completes the run from its history."""
 
     def __init__(self, tune_reporter: TuneReporter, mlflow_reporter: MlflowReporter):
         self.tune, self.mlflow = tune_reporter, mlflow_reporter
@@ -126,9 +136,8 @@ class TrialReporter(Reporter):
         self.mlflow.on_start(config, info)
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
+        self.mlflow.on_evaluation(evaluation)
         self.tune.on_evaluation(evaluation)
-        if not self.tune.stopped:
-            self.mlflow.on_evaluation(evaluation)
 
     def should_stop(self) -> bool:
         return self.tune.should_stop()
@@ -140,8 +149,12 @@ class TrialReporter(Reporter):
 
 def _open_run(
     client: MlflowClient, context: SweepContext, trial_id: str, config: ExperimentConfig, overrides: Point
-) -> str:
-    """The trial's child run: the existing one (a retry or a resumed sweep) reopened, else a new one."""
+) -> str | None:
+    """The trial's child run: the existing one (a retry, or a resumed sweep) reopened, else a new one.
+
+    None when the existing run already holds a final result: the trial ended in an earlier session of the
+    sweep, shortly before its driver was killed and before Tune saved that (MLflow is the record of truth).
+    """
     run = records.find_trial_run(client, context.experiment_id, context.sweep_id, trial_id)
     if run is None:
         return records.create_trial_run(
@@ -152,6 +165,10 @@ def _open_run(
             tags=context.trial_tags(trial_id),
             params=flatten_config(config),
         )
+    if run.info.status != records.RUNNING and run.data.tags.get(names.OUTCOME) in FINAL_OUTCOMES:
+        dev = {key: value for key, value in run.data.metrics.items() if key.startswith(names.DEV_PREFIX)}
+        tune.report({context.tune_metric: float("nan"), **dev})
+        return None
     for stale in (names.OUTCOME, names.REASON):  # from an earlier attempt; this one records its own
         if stale in run.data.tags:
             client.delete_tag(run.info.run_id, stale)
@@ -179,6 +196,8 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     trial_id = tune.get_context().get_trial_id()
     client = MlflowClient(context.tracking_uri)
     run_id = _open_run(client, context, trial_id, config, overrides)
+    if run_id is None:
+        return
     reporter = TrialReporter(
         TuneReporter(),
         MlflowReporter(
@@ -202,6 +221,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     except (TrialFailed, DicelabError) as error:
         if not reporter.ended:
             records.close_run(client, run_id, names.FAILED, one_line(error))
+        TuneReporter.report_failure(context.tune_metric)
     except BaseException as error:
         if not reporter.ended:
             records.close_run(client, run_id, names.FAILED, one_line(error))

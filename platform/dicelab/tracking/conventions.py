@@ -13,6 +13,7 @@ from __future__ import annotations
 ROLE = "dicelab.role"  # "parent" | "trial"
 ROLE_PARENT = "parent"
 ROLE_TRIAL = "trial"
+ROLE_ANALYSIS = "analysis"  # holds a report when an experiment has no parent run
 SWEEP_NAME = "dicelab.sweep"  # the sweep's name, on parent and children
 SWEEP_ID = "dicelab.sweep_id"  # one id per sweep invocation (stable across --resume)
 TRIAL_ID = "dicelab.trial_id"  # Ray Tune trial id (or "local" for `dicelab trial`)
