@@ -138,7 +138,7 @@ def run_hf(config_path: Path) -> None:
         per_device_eval_batch_size=train.eval_batch_size,
         learning_rate=train.learning_rate,
         weight_decay=train.weight_decay,
-        warmup_ratio=train.warmup_ratio,
+        warmup_steps=train.warmup_ratio,  # a float below 1 is a ratio of the total steps
         max_grad_norm=train.max_grad_norm,
         eval_strategy="epoch",
         save_strategy="epoch",

@@ -128,7 +128,8 @@ _STYLE = {
     names.FAILED: "red",
     names.NON_FINITE: "red",
 }
-_MAX_FINISHED_ROWS = 12
+_LIVE_FINISHED_ROWS = 12  # while the sweep runs: the running trials and the best finished ones
+_FINAL_ROWS = 60  # the table printed at the end
 
 
 class SweepView(_Lazy):
@@ -181,14 +182,14 @@ class SweepView(_Lazy):
         now = time.monotonic()
         if self._live is not None and now - self._last_draw > 0.5:
             self._last_draw = now
-            self._live.update(self.render(trials))
+            self._live.update(self.render(trials, _LIVE_FINISHED_ROWS))
 
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         if self._live is not None:
-            self._live.update(self.render(trials))
+            self._live.update(self.render(trials, _FINAL_ROWS))
             self._live.stop()
         elif self._console is not None:
-            self._console.print(self.render(trials))
+            self._console.print(self.render(trials, _FINAL_ROWS))
 
     # -- rendering -------------------------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ class SweepView(_Lazy):
         line.append(f" {event}: {run_name(self._overrides(trial))}{metric}{because}")
         self._console.print(line, highlight=False)
 
-    def render(self, trials: list[Trial]) -> Group:
+    def render(self, trials: list[Trial], finished_rows: int) -> Group:
         metric = self.context.tune_metric
         statuses = {trial.trial_id: self._status(trial) for trial in trials}
         counts: dict[str, int] = {}
@@ -225,7 +226,7 @@ class SweepView(_Lazy):
         finished = [t for t in trials if statuses[t.trial_id] in records.STATUS_OF_OUTCOME]
         sign = 1 if self.context.plan.search.mode == "max" else -1
         finished.sort(key=lambda t: sign * self.best.get(t.trial_id, -sign * float("inf")), reverse=True)
-        shown = running + finished[:_MAX_FINISHED_ROWS]
+        shown = running + finished[:finished_rows]
 
         keys: list[str] = []
         rows = []
@@ -255,7 +256,7 @@ class SweepView(_Lazy):
             )
         hidden = len(trials) - len(shown)
         footer = Text(
-            f"{hidden} more trials (pending or below the best {_MAX_FINISHED_ROWS}) · " if hidden else ""
+            f"{hidden} more trials (pending or below the best {finished_rows}) · " if hidden else ""
         )
         footer.append(self.where, style="dim")
         return Group(table, footer)
