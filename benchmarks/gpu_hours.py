@@ -60,7 +60,9 @@ def estimate(path: Path, tflops: float) -> tuple[str, int, float]:
     flops = 0.0
     for point in plan.points():
         trial = plan.trial_config(point)
-        examples = VARIANT_EXAMPLES[trial.data.variant] if "data.variant" in point else TRAIN_EXAMPLES[dataset]
+        examples = (
+            VARIANT_EXAMPLES[trial.data.variant] if "data.variant" in point else TRAIN_EXAMPLES[dataset]
+        )
         tokens = examples * trial.train.epochs * trial.data.max_length
         flops += 6 * parameters * tokens
     return dataset, len(plan.points()), flops / (tflops * 1e12) / 3600

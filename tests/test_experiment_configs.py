@@ -17,7 +17,11 @@ CONFIGS = sorted(EXPERIMENTS.rglob("*.yaml"))
 def test_there_are_configs() -> None:
     names = {path.relative_to(EXPERIMENTS).as_posix() for path in CONFIGS}
     assert "quickstart.yaml" in names
-    assert {"paper/table7_mrpc_bert.yaml", "paper/table8_qqp_variants.yaml", "paper/table10_tversky_quoref.yaml"} <= names
+    assert {
+        "paper/table7_mrpc_bert.yaml",
+        "paper/table8_qqp_variants.yaml",
+        "paper/table10_tversky_quoref.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.relative_to(EXPERIMENTS).as_posix())

@@ -45,7 +45,13 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
 def test_overrides_are_parsed_as_yaml_values(tmp_path: Path) -> None:
     config = load_config(
         write(tmp_path, MINIMAL),
-        ["train.learning_rate=3e-5", "loss.alpha=0.4", "loss.beta=0.6", "data.labels=[a, b]", "tracking.uri=null"],
+        [
+            "train.learning_rate=3e-5",
+            "loss.alpha=0.4",
+            "loss.beta=0.6",
+            "data.labels=[a, b]",
+            "tracking.uri=null",
+        ],
     )
     assert config.train.learning_rate == pytest.approx(3e-5)
     assert config.loss.params["alpha"] == 0.4

@@ -16,26 +16,27 @@ def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_pa
         tmp_path,
         "it-asha",
         {
-            "space": {"loss.name": {"grid": ["ce", "dice"]}},
+            "space": {"loss.name": {"grid": ["ce", "dice", "focal"]}},
             # a budget of one evaluation: ASHA stops every trial after its first epoch of four
             "scheduler": {"name": "asha", "grace_period": 1, "max_t": 1},
-            "max_concurrent": 2,
+            "max_concurrent": 1,  # each next trial reuses the worker of the one ASHA just stopped
         },
         train={"epochs": 4},
     )
     done = sweep_tools.run(["sweep", str(config)], tmp_path, timeout_s=500)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 early_stopped" in done.stdout
+    assert "3 early_stopped" in done.stdout
 
     uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
     parents, trials = sweep_tools.sweep_runs(uri, "it-asha")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     runs = sweep_tools.by_trial(parents[0], trials)
-    assert len(runs) == 2
+    assert len(runs) == 3
     client = MlflowClient(uri)
     for run in runs.values():
         assert run.info.status == "FINISHED"
         assert run.data.tags[names.OUTCOME] == names.EARLY_STOPPED
         assert "stopped" in run.data.tags[names.REASON]
         assert "best_dev_f1" in run.data.metrics and "best_step" in run.data.metrics
+        assert [a.path for a in client.list_artifacts(run.info.run_id)] == [names.CONFIG_ARTIFACT]
         assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop

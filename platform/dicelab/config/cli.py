@@ -1,4 +1,4 @@
-"""`dicelab validate CONFIG...`: load and validate configs (sweep search sections included) without running."""
+"""`dicelab validate CONFIG...`: load and validate configs (sweeps: every trial) without running."""
 
 from __future__ import annotations
 

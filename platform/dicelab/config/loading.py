@@ -14,7 +14,7 @@ from dicelab.errors import ConfigError
 
 
 def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a config mapping; `extends: other.yaml` (relative to this file) is loaded first and deep-merged."""
+    """Read a config mapping; `extends: other.yaml` (relative to this file) is read first, then merged."""
     path = Path(path)
     data = _read_mapping(path)
     parent = data.pop("extends", None)

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from dicelab.config import flatten_config
+from dicelab.config import config_to_yaml, flatten_config
 from dicelab.sweeps import records
 from dicelab.sweeps.trainable import SweepContext, point_of, run_name, trial_config
 from dicelab.tracking import conventions as names
@@ -95,6 +95,8 @@ class TrialRecords(_Lazy):
             outcome = names.EARLY_STOPPED
             reason = f"stopped by the {self.scheduler} scheduler after {evaluations} evaluations"
             records.log_best_from_history(self.client, run, self.context.metric)
+            config, _ = trial_config(self.context, point_of(trial.config, self.context.plan))
+            self.client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
             records.close_run(self.client, run.info.run_id, outcome, reason)
         self.outcomes[trial.trial_id] = (outcome, reason)
 

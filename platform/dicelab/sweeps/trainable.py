@@ -126,7 +126,8 @@ class TuneReporter(Reporter):
 
 class TrialReporter(Reporter):
     """MLflow first, then Tune: when Tune stops the trial at an evaluation (ASHA), that evaluation is
-    already recorded, and the driver completes the run from its history."""
+    already recorded. The trial then ends at once, recording nothing more: the driver closes its run (Tune
+    reuses the worker for the next trial only when this one has returned within seconds)."""
 
     def __init__(self, tune_reporter: TuneReporter, mlflow_reporter: MlflowReporter):
         self.tune, self.mlflow = tune_reporter, mlflow_reporter
@@ -144,7 +145,8 @@ class TrialReporter(Reporter):
 
     def on_end(self, result: TrialResult) -> None:
         self.ended = True
-        self.mlflow.on_end(result)
+        if not self.tune.stopped:
+            self.mlflow.on_end(result)
 
 
 def _open_run(
