@@ -284,16 +284,28 @@ class SweepTools:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
 
-    def run(self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None):
-        """`dicelab ARGS`, to the end."""
-        return subprocess.run(
+    def run(
+        self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """`dicelab ARGS`, to the end; on timeout its whole process group (a local Ray included) is killed."""
+        popen = subprocess.Popen(
             [str(BIN / "dicelab"), *args],
             env=env or self.env,
             cwd=cwd,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout_s,
+            start_new_session=True,
         )
+        try:
+            stdout, stderr = popen.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            stdout, stderr = popen.communicate()
+            raise AssertionError(
+                f"dicelab {' '.join(args)} timed out after {timeout_s}s:\n{stdout}\n{stderr}"
+            ) from None
+        return subprocess.CompletedProcess(popen.args, popen.returncode, stdout, stderr)
 
     def start(self, args: list[str], cwd: Path) -> Process:
         """`dicelab ARGS` in its own process group, its output in cwd/dicelab.log."""

@@ -94,7 +94,11 @@ def trial_config(context: SweepContext, point: Point) -> tuple[ExperimentConfig,
 
 
 class TuneReporter(Reporter):
-    """Reports each evaluation to Tune (metrics + a checkpoint of the training state)."""
+    """Reports each evaluation to Tune (metrics + a checkpoint of the training state).
+
+    When Tune stops the trial (ASHA), `tune.report` raises SystemExit to end the trial's thread; it is let
+    through, so the thread ends at once (Tune reuses the worker for the next trial only then).
+    """
 
     def __init__(self) -> None:
         self.stopped = False
@@ -111,8 +115,9 @@ class TuneReporter(Reporter):
             torch.save(evaluation.state(), Path(directory) / STATE_FILE)
             try:
                 tune.report(result, checkpoint=tune.Checkpoint.from_directory(directory))
-            except SystemExit:  # how Tune ends a trial it stopped (ASHA): finish as early-stopped instead
+            except SystemExit:
                 self.stopped = True
+                raise
 
     @staticmethod
     def report_failure(metric: str) -> None:
@@ -120,14 +125,10 @@ class TuneReporter(Reporter):
         NaN, which searchers and schedulers read as "no value"."""
         tune.report({metric: float("nan")})
 
-    def should_stop(self) -> bool:
-        return self.stopped
-
 
 class TrialReporter(Reporter):
     """MLflow first, then Tune: when Tune stops the trial at an evaluation (ASHA), that evaluation is
-    already recorded. The trial then ends at once, recording nothing more: the driver closes its run (Tune
-    reuses the worker for the next trial only when this one has returned within seconds)."""
+    already recorded, and nothing more is (the trial's end is not a failure): the driver closes the run."""
 
     def __init__(self, tune_reporter: TuneReporter, mlflow_reporter: MlflowReporter):
         self.tune, self.mlflow = tune_reporter, mlflow_reporter
@@ -139,9 +140,6 @@ class TrialReporter(Reporter):
     def on_evaluation(self, evaluation: Evaluation) -> None:
         self.mlflow.on_evaluation(evaluation)
         self.tune.on_evaluation(evaluation)
-
-    def should_stop(self) -> bool:
-        return self.tune.should_stop()
 
     def on_end(self, result: TrialResult) -> None:
         self.ended = True
