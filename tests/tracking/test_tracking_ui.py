@@ -58,6 +58,8 @@ def test_ui_serves_the_store_on_loopback_until_stopped(tmp_path):
             process.kill()
             process.wait()
     with socket.socket() as probe:
+        # SO_REUSEADDR ignores the client side's TIME_WAIT; a live listener would still make bind fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("127.0.0.1", port))  # the port is free again: the server stopped with the process
 
 
