@@ -3,6 +3,9 @@ the scheduler stops cannot end their own MLflow runs, so the driver does, as ear
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 from mlflow import MlflowClient
 
@@ -40,3 +43,42 @@ def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_pa
         assert "best_dev_f1" in run.data.metrics and "best_step" in run.data.metrics
         assert [a.path for a in client.list_artifacts(run.info.run_id)] == [names.CONFIG_ARTIFACT]
         assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop
+
+
+def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(tmp_path, sweep_tools):
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        "it-interrupt",
+        {"space": {"loss.name": {"grid": ["ce", "dice"]}}, "max_concurrent": 1},
+        train={"epochs": 30},  # long enough to be running when interrupted
+    )
+    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    client = MlflowClient(uri)
+
+    def evaluated_trial():
+        _, trials = sweep_tools.sweep_runs(uri, "it-interrupt")
+        running = [run for run in trials if run.info.status == "RUNNING"]
+        return [run for run in running if client.get_metric_history(run.info.run_id, "dev_f1")]
+
+    driver = sweep_tools.start(["sweep", str(config)], tmp_path)
+    try:
+        sweep_tools.wait_until(evaluated_trial, 300, "a running trial's first evaluation", driver)
+        os.kill(driver.popen.pid, signal.SIGINT)  # Ctrl-C in the driver's terminal
+        assert driver.popen.wait(timeout=120) == 130, driver.log.read_text()[-3000:]
+    finally:
+        driver.stop()
+    assert "--resume" in driver.log.read_text()
+
+    parents, trials = sweep_tools.sweep_runs(uri, "it-interrupt")
+    assert [parent.info.status for parent in parents] == ["KILLED"]
+    assert trials and all(run.info.status != "RUNNING" for run in trials)  # nothing left looking alive
+    killed = [run for run in trials if run.info.status == "KILLED"]
+    assert killed and all("--resume" in run.data.tags[names.REASON] for run in killed)
+
+    resumed = sweep_tools.run(["sweep", str(config), "--resume"], tmp_path, 500)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    parents, trials = sweep_tools.sweep_runs(uri, "it-interrupt")
+    assert [parent.info.status for parent in parents] == ["FINISHED"]
+    runs = sweep_tools.by_trial(parents[0], trials)
+    assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
+    assert all(names.REASON not in run.data.tags for run in runs.values())

@@ -9,7 +9,14 @@ import pytest
 
 import dicelab
 from dicelab.errors import ConfigError
-from dicelab.sweeps.submit import JOB_STORAGE, SubmitOptions, entrypoint, runtime_env, submit
+from dicelab.sweeps.submit import (
+    FORWARDED_ENV,
+    JOB_STORAGE,
+    SubmitOptions,
+    entrypoint,
+    runtime_env,
+    submit,
+)
 
 PACKAGE = Path(dicelab.__file__).resolve().parent
 
@@ -42,7 +49,8 @@ def test_entrypoint_runs_the_sweep_on_the_cluster_with_the_same_arguments():
 
 
 def test_runtime_env_ships_the_package_and_leaves_out_environments_and_results(tmp_path, monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for name in FORWARDED_ENV:
+        monkeypatch.delenv(name, raising=False)
     env = runtime_env(tmp_path)
     assert env["working_dir"] == str(tmp_path)
     assert env["py_modules"] == [str(PACKAGE)]
@@ -53,6 +61,15 @@ def test_runtime_env_ships_the_package_and_leaves_out_environments_and_results(t
     project = runtime_env(PACKAGE.parents[1])  # the repository root: the package is inside it
     assert f"/{PACKAGE.relative_to(PACKAGE.parents[1]).as_posix()}" in project["excludes"]
     assert project["env_vars"] == {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "sweeps")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "secret")
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "")  # set but empty: not forwarded
+    assert runtime_env(tmp_path)["env_vars"] == {
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "MLFLOW_TRACKING_USERNAME": "sweeps",
+        "MLFLOW_TRACKING_PASSWORD": "secret",
+    }
 
 
 def test_a_config_outside_the_working_directory_is_refused_before_contacting_the_cluster(tmp_path):

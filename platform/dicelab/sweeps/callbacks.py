@@ -129,6 +129,7 @@ _STYLE = {
     names.EARLY_STOPPED: "yellow",
     names.FAILED: "red",
     names.NON_FINITE: "red",
+    records.INTERRUPTED: "yellow",
 }
 _LIVE_FINISHED_ROWS = 12  # while the sweep runs: the running trials and the best finished ones
 _FINAL_ROWS = 60  # the table printed at the end
@@ -198,8 +199,8 @@ class SweepView(_Lazy):
     def _status(self, trial: Trial) -> str:
         if trial.trial_id in self.records.outcomes:
             return self.records.outcomes[trial.trial_id][0]
-        if trial.status == Trial.TERMINATED:
-            return names.COMPLETED
+        if trial.status == Trial.TERMINATED:  # ended by Tune without an outcome: the sweep was stopped
+            return records.INTERRUPTED
         return names.FAILED if trial.status == Trial.ERROR else trial.status
 
     def _overrides(self, trial: Trial) -> dict[str, Any]:

@@ -4,6 +4,7 @@ run the trials through Ray Tune, and close the parent run with a summary.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -131,7 +132,7 @@ def close_parent_run(
     client: MlflowClient, state: SweepState, runs: list[Run], metric: str, mode: str, interrupted: bool
 ) -> Counter[str]:
     """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
-    outcomes = Counter(run.data.tags.get(names.OUTCOME, "running") for run in runs)
+    outcomes = Counter(records.outcome_of(run) for run in runs)
     values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
     best = best_run(runs, metric, mode)
     if best is not None:
@@ -271,13 +272,26 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         grid = _fit(plan, state, metric, inputs, directory, where, options.resume)
     except BaseException as error:
         failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
+        with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
+            why = f"the sweep's driver stopped ({type(error).__name__})"
+            _end_running_trials(client, state, options, why)
         client.set_terminated(state.parent_run_id, status=failed)
         raise
     finally:
         if ray.is_initialized():
             ray.shutdown()
-    interrupted = grid.num_terminated + grid.num_errors < len(grid)
     runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
+    # Tune returns normally after a Ctrl-C, with the running trials TERMINATED and the rest never created:
+    # a trial's run still RUNNING (finished, failed and scheduler-stopped trials all end theirs) or missing
+    # trials tell an interrupted sweep from a finished one.
+    interrupted = (
+        any(run.info.status == records.RUNNING for run in runs)
+        or len(grid) < plan.num_trials
+        or grid.num_terminated + grid.num_errors < len(grid)
+    )
+    if interrupted:
+        _end_running_trials(client, state, options, "the sweep was interrupted")
+        runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
     outcomes = close_parent_run(client, state, runs, metric, plan.search.mode, interrupted)
 
     counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "no trials ran"
@@ -293,6 +307,12 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         console.print(f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})")
         return 130
     return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
+
+
+def _end_running_trials(client: MlflowClient, state: SweepState, options: SweepOptions, why: str) -> None:
+    """Trials stop with the driver: their runs must not stay RUNNING in the UI (--resume reopens them)."""
+    runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
+    records.mark_interrupted(client, runs, f"{why}; continue with: dicelab sweep {options.config} --resume")
 
 
 def _start_or_resume(

@@ -19,6 +19,7 @@ RUNNING = RunStatus.to_string(RunStatus.RUNNING)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
 FAILED = RunStatus.to_string(RunStatus.FAILED)
 KILLED = RunStatus.to_string(RunStatus.KILLED)
+INTERRUPTED = "interrupted"  # not an outcome tag: a trial stopped with its sweep's driver (run KILLED)
 STATUS_OF_OUTCOME = {
     names.COMPLETED: FINISHED,
     names.EARLY_STOPPED: FINISHED,
@@ -88,6 +89,23 @@ def close_run(client: MlflowClient, run_id: str, outcome: str, reason: str | Non
         tags.append(RunTag(names.REASON, clip(reason)))
     client.log_batch(run_id, tags=tags)
     client.set_terminated(run_id, status=STATUS_OF_OUTCOME[outcome])
+
+
+def mark_interrupted(client: MlflowClient, runs: list[Run], reason: str) -> int:
+    """End the child runs still RUNNING when the driver stops early as KILLED, with the reason (no outcome
+    tag: `--resume` reopens them and their trials continue from their last checkpoint). Returns how many."""
+    running = [run for run in runs if run.info.status == RUNNING]
+    for run in running:
+        client.log_batch(run.info.run_id, tags=[RunTag(names.REASON, clip(reason))])
+        client.set_terminated(run.info.run_id, status=KILLED)
+    return len(running)
+
+
+def outcome_of(run: Run) -> str:
+    """The run's outcome tag; "interrupted" for a run a stopped driver ended, "running" while it runs."""
+    if names.OUTCOME in run.data.tags:
+        return run.data.tags[names.OUTCOME]
+    return INTERRUPTED if run.info.status == KILLED else "running"
 
 
 def log_best_from_history(client: MlflowClient, run: Run, metric: str) -> None:

@@ -40,6 +40,16 @@ EXCLUDES = [
     "*.pyc",
 ]
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+# The MLflow client settings of the submitting shell, set in the job so that trials on every node log to the
+# same server with the same login. They are part of the job's runtime environment, which anyone who can read
+# the cluster's dashboard can see: on a shared cluster set them on the nodes instead (see infra).
+FORWARDED_ENV = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_INSECURE_TLS",
+)
 
 
 class SubmitError(DicelabError):
@@ -83,8 +93,9 @@ def runtime_env(working_dir: Path) -> dict[str, Any]:
         "excludes": excludes,
         "py_modules": [str(package)],
     }
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        env["env_vars"] = {"MLFLOW_TRACKING_URI": os.environ["MLFLOW_TRACKING_URI"]}
+    forwarded = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
+    if forwarded:
+        env["env_vars"] = forwarded
     return env
 
 
