@@ -5,14 +5,15 @@
     .venv/bin/python benchmarks/sweep_overhead.py --part overhead | asha
 
 Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
-about 20 s per trial on one core), 2 at a time on 2 CPUs, each timed end to end as a fresh process:
+10 epochs: about 20 s per trial on one core), 2 at a time on 2 CPUs, each timed end to end as a fresh process:
 - sweep:    `dicelab sweep` (local Ray, Tune, a checkpoint per evaluation, MLflow parent + child runs),
 - plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
 - hf:       `Trainer.hyperparameter_search(backend="ray")`, same model size, data, space and epochs.
 Goal: sweep / plain <= 1.15.
 
-ASHA: the named space `tversky_alpha` (9 trials), full grid (FIFO) against ASHA (grace period 1 evaluation,
-reduction factor 2): trial-epochs trained and the best dev F1 found.
+ASHA: the named space `tversky_alpha` (9 trials; batch-level Tversky, learning rate 1e-3, as in the
+quickstart), full grid (FIFO) against ASHA (grace period 1 evaluation, reduction factor 2): trial-epochs
+trained and the best dev F1 found.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ SEEDS = [1, 2]
 CONCURRENT = 2
 
 
-def sweep_config(name: str, search: dict[str, Any], epochs: int) -> dict[str, Any]:
+def sweep_config(name: str, search: dict[str, Any], epochs: int, **changes: dict[str, Any]) -> dict[str, Any]:
     config = {"name": name, **json.loads(json.dumps(WORKLOAD))}
     config["train"]["epochs"] = epochs
+    for section, values in changes.items():
+        config[section] = {**config.get(section, {}), **values}
     config["search"] = {"resources": {"cpu": 1}, "max_concurrent": CONCURRENT, **search}
     return config
 
@@ -199,7 +202,8 @@ def asha_part(workdir: Path, epochs: int) -> dict[str, Any]:
         if scheduler == "asha":
             search["scheduler"].update(grace_period=1, reduction_factor=2)
         path = workdir / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(sweep_config(name, search, epochs)))
+        tversky = {"loss": {"name": "tversky", "level": "batch"}, "train": {"learning_rate": 1.0e-3}}
+        path.write_text(yaml.safe_dump(sweep_config(name, search, epochs, **tversky)))
         seconds = timed([str(BIN / "dicelab"), "sweep", str(path)], workdir)
         trial_epochs, best, stopped = trial_epochs_and_best(workdir, name)
         results[scheduler] = {
@@ -233,7 +237,7 @@ def overhead_part(workdir: Path, epochs: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["overhead", "asha", "all"], default="all")
-    parser.add_argument("--epochs", type=int, default=5, help="epochs per trial (5: about 20 s on one core)")
+    parser.add_argument("--epochs", type=int, default=10, help="epochs per trial (10: ~20 s on one core)")
     parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -178,7 +178,13 @@ def test_a_killed_driver_resumes_without_rerunning_or_duplicating(
     parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-resume")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the same parent, reopened
     runs = sweep_tools.by_trial(parents[0], trials)
-    assert len(runs) == 4 and all(run.info.status == "FINISHED" for run in runs.values())
+    states = {
+        trial: (run.info.status, run.data.tags.get(names.OUTCOME), run.data.tags.get(names.REASON))
+        for trial, run in runs.items()
+    }
+    assert len(runs) == 4 and all(status == "FINISHED" for status, _, _ in states.values()), (
+        f"{states}\n{resumed.stdout[-4000:]}\n{resumed.stderr[-4000:]}"
+    )
     for run in trials:  # finished trials were not run again
         if run.info.run_id in finished_before:
             assert run.info.end_time == finished_before[run.info.run_id]

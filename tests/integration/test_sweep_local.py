@@ -45,6 +45,26 @@ def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_pa
         assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop
 
 
+def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(tmp_path, sweep_tools):
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        "it-asha-end",
+        # max_t defaults to the epochs: ASHA stops every trial at its last evaluation too
+        {"space": {"loss.name": {"grid": ["ce"]}}, "scheduler": {"name": "asha", "grace_period": 1}},
+        train={"epochs": 2},
+        tracking={"log_predictions": True},
+    )
+    done = sweep_tools.run(["sweep", str(config)], tmp_path, timeout_s=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    parents, trials = sweep_tools.sweep_runs(uri, "it-asha-end")
+    (run,) = sweep_tools.by_trial(parents[0], trials).values()
+    assert run.info.status == "FINISHED" and run.data.tags[names.OUTCOME] == names.COMPLETED
+    assert names.REASON not in run.data.tags
+    artifacts = {a.path for a in MlflowClient(uri).list_artifacts(run.info.run_id)}
+    assert len(artifacts) > 1  # the trial's own end: config, predictions, per-class report
+
+
 def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(tmp_path, sweep_tools):
     config = sweep_tools.write_sweep(
         tmp_path,

@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -180,12 +181,8 @@ def connect_ray(address: str | None) -> None:
         ray.init(address=address, runtime_env={"py_modules": [dicelab]}, **quiet)
 
 
-def prepare_shared_inputs(plan: SweepPlan, console: Console) -> tuple[dict[str, Any], list[Any]]:
-    """Build each distinct set of trial inputs once, in the driver, and put it in Ray's object store.
-
-    Returns ({inputs_key: ObjectRef}, the prepared TrialInputs' label names per group)."""
-    import ray
-
+def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
+    """Build each distinct set of trial inputs once, in the driver: [(inputs_key, config, TrialInputs)]."""
     from dicelab.training import inputs_key, prepare_inputs
 
     groups: dict[str, ExperimentConfig] = {}
@@ -195,19 +192,37 @@ def prepare_shared_inputs(plan: SweepPlan, console: Console) -> tuple[dict[str, 
     import datasets
 
     datasets.disable_progress_bars()  # the spinner below says what is being built
-    refs: dict[str, Any] = {}
-    prepared = []
+    built = []
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         for index, (key, config) in enumerate(groups.items(), 1):
             progress.add_task(
                 f"preparing inputs {index}/{len(groups)}: {_describe_inputs(config)}", total=None
             )
-            inputs = prepare_inputs(config)
-            prepared.append((config, inputs.label_names))
-            refs[key] = ray.put(inputs)
-    console.print(f"inputs: {len(groups)} set(s) built once and shared through Ray's object store")
-    return refs, prepared
+            built.append((key, config, prepare_inputs(config)))
+    return built
+
+
+def start_ray_and_share_inputs(
+    plan: SweepPlan, address: str | None, console: Console
+) -> tuple[dict[str, Any], list[Any]]:
+    """Start or join Ray while the inputs are built, then put each set in Ray's object store.
+
+    Both take seconds (Ray's processes starting; imports and tokenization) and mostly not the same
+    resource, so they overlap. Returns ({inputs_key: ObjectRef}, [(config, label names)] per set)."""
+    import ray
+
+    with ThreadPoolExecutor(1, thread_name_prefix="dicelab-inputs") as pool:
+        building = pool.submit(build_inputs, plan, console)
+        try:
+            connect_ray(address)
+        except BaseException:
+            building.cancel()
+            raise
+        built = building.result()
+    refs = {key: ray.put(inputs) for key, _, inputs in built}
+    console.print(f"inputs: {len(built)} set(s) built once and shared through Ray's object store")
+    return refs, [(config, inputs.label_names) for _, config, inputs in built]
 
 
 def _describe_inputs(config: ExperimentConfig) -> str:
@@ -266,8 +281,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     )
     console.print(where, highlight=False, soft_wrap=True)
     try:
-        connect_ray(options.address)
-        inputs, prepared = prepare_shared_inputs(plan, console)
+        inputs, prepared = start_ray_and_share_inputs(plan, options.address, console)
         metric = resolve_metric(plan, prepared)
         grid = _fit(plan, state, metric, inputs, directory, where, options.resume)
     except BaseException as error:

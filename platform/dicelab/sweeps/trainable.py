@@ -128,23 +128,36 @@ class TuneReporter(Reporter):
 
 class TrialReporter(Reporter):
     """MLflow first, then Tune: when Tune stops the trial at an evaluation (ASHA), that evaluation is
-    already recorded, and nothing more is (the trial's end is not a failure): the driver closes the run."""
+    already recorded, and nothing more is (the trial's end is not a failure): the driver closes the run.
+
+    The last evaluation goes to Tune only after the MLflow run is complete: a scheduler stops a trial that
+    reaches its budget (ASHA's max_t) at that report, and a trial that trained to the end must still end as
+    completed, with its predictions and per-class report."""
 
     def __init__(self, tune_reporter: TuneReporter, mlflow_reporter: MlflowReporter):
         self.tune, self.mlflow = tune_reporter, mlflow_reporter
         self.ended = False
+        self.steps_total: int | None = None
+        self.last: Evaluation | None = None
 
     def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
+        self.steps_total = info["steps_total"]
         self.mlflow.on_start(config, info)
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
         self.mlflow.on_evaluation(evaluation)
-        self.tune.on_evaluation(evaluation)
+        if evaluation.step == self.steps_total:
+            self.last = evaluation
+        else:
+            self.tune.on_evaluation(evaluation)
 
     def on_end(self, result: TrialResult) -> None:
         self.ended = True
-        if not self.tune.stopped:
-            self.mlflow.on_end(result)
+        if self.tune.stopped:
+            return
+        self.mlflow.on_end(result)
+        if self.last is not None:
+            self.tune.on_evaluation(self.last)  # a SystemExit from Tune here ends a finished trial
 
 
 def _open_run(
