@@ -1,7 +1,8 @@
 """Training throughput of dicelab's trial loop against Hugging Face `Trainer`, measured in the same run.
 
-Both train the same model (the task's `build_model`, same seed), on the same cached features, batch size,
-collate function, loss (`task.training_loss`), optimizer settings (fused AdamW, linear warmup/decay,
+Both train the same model (the task's `build_model`, same seed), on the same cached features, in the same
+order (Trainer gets dicelab's shuffled order as its sampler, so both pad the same batches), with the same
+batch size, collate function, loss (`task.training_loss`), optimizer settings (fused AdamW, linear warmup/decay,
 clipping) and precision; they alternate `--repeats` times. Throughput is training samples per second between
 the end of step `--skip` and the last step (first steps pay one-off costs), timed by a per-step hook in each
 (a Reporter's on_step, a TrainerCallback's on_step_end). The ratio is dicelab / Trainer: > 1 is faster.
@@ -31,6 +32,7 @@ from dicelab.config import ExperimentConfig, load_config
 from dicelab.losses import LOSSES, build_loss
 from dicelab.tasks import TASKS
 from dicelab.training import Reporter, TrialInputs, prepare_inputs, run_trial
+from dicelab.training.plan import TrainingPlan
 from dicelab.training.runtime import seed_everything, select_device, select_precision
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "trials" / "pairs-synthetic.yaml"
@@ -77,9 +79,16 @@ def hf_trainer(config: ExperimentConfig, inputs: TrialInputs, steps: int, skip: 
         loss_params["class_counts"] = inputs.class_counts
     loss_fn = build_loss(config.loss.name, **loss_params).to(device)
 
+    # dicelab's first-epoch order: with dynamic padding, other batches would have other lengths
+    plan = TrainingPlan.of(len(inputs.train_features), train)
+    order = [index for step in plan.steps_of_epoch(0) for batch in step for index in batch]
+
     class TaskTrainer(Trainer):
         def compute_loss(self, model, batch, return_outputs=False, num_items_in_batch=None):
             return task.training_loss(model, batch, loss_fn)
+
+        def _get_train_sampler(self, train_dataset=None):
+            return order
 
     times = StepTimes(clock)
     with tempfile.TemporaryDirectory() as output_dir:

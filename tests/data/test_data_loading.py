@@ -145,3 +145,29 @@ def test_resampling_variant_is_applied_and_fingerprinted(make_config):
     assert raw.fingerprint != original.fingerprint
     again = load_raw_dataset(make_config(source="synthetic_pairs", synthetic=synthetic, variant="-negative"))
     assert again.fingerprint == raw.fingerprint
+
+
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
+
+@pytest.mark.parametrize(
+    ("train", "bad_line"),
+    [
+        (MRPC_HEADER + "1\t1\t2\ta\tb\n7\t3\t4\tc\td\n", 3),  # MRPC with its header
+        ("1\t1\t2\ta\tb\n7\t3\t4\tc\td\n", 2),  # MRPC without header (recognised by its shape)
+        ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta\tb\t2\n", 2),  # QQP
+    ],
+)
+def test_glue_binary_layouts_reject_other_labels(make_config, tmp_path, write, train, bad_line):
+    """QQP and MRPC labels are 0/1: a '7' is a broken row, not a second class of a new label set."""
+    write("glue/train.tsv", train)
+    write("glue/dev.tsv", MRPC_HEADER + "1\t1\t2\ta\tb\n")
+    with pytest.raises(DataError, match=rf"train\.tsv:{bad_line}: label '[27]' not in label set \[0, 1\]"):
+        load_raw_dataset(make_config(source="local", path=str(tmp_path / "glue")))
+
+
+def test_glue_binary_layout_label_set_even_when_train_has_one_class(make_config, tmp_path, write):
+    write("glue/train.tsv", MRPC_HEADER + "1\t1\t2\ta\tb\n1\t3\t4\tc\td\n")
+    write("glue/dev.tsv", MRPC_HEADER + "0\t1\t2\ta\tb\n")
+    raw = load_raw_dataset(make_config(source="local", path=str(tmp_path / "glue")))
+    assert raw.label_names == ["0", "1"]

@@ -290,7 +290,7 @@ class TestTversky(LossContract):
     configs: ClassVar = [
         {},
         {"alpha": 0.3, "beta": 0.7},
-        {"alpha": 2.0, "beta": 0.01, "level": "batch"},
+        {"alpha": 1.0, "beta": 0.01, "level": "batch"},
         {"alpha": 0.01, "beta": 1.0, "smooth": 0.0, "class_reduction": "sum"},
         {"alpha": 1.0, "beta": 0.5, "smooth": 0.0, "level": "batch"},
     ]

@@ -91,7 +91,8 @@ def tversky_loss(
 ) -> Tensor:
     """1 - (TP + smooth) / (TP + alpha FP + beta FN + smooth), TP = p y, FP = p (1 - y), FN = (1 - p) y.
 
-    alpha, beta >= 0 with alpha + beta > 0; alpha = beta = 1/2 with smooth s/2 is dice (k = 1) with s.
+    alpha, beta in [0, 1] with alpha + beta > 0; alpha = beta = 1/2 with smooth s/2 is dice (k = 1) with s,
+    alpha = beta = 1 the Jaccard (Tanimoto) loss.
     """
     options = tversky_options(
         alpha=alpha, beta=beta, smooth=smooth, level=level, class_reduction=class_reduction
@@ -116,8 +117,9 @@ def dsc_options(*, alpha: float, **dice: Any) -> dict[str, Any]:
 def tversky_options(
     *, alpha: float, beta: float, smooth: float, level: str, class_reduction: str
 ) -> dict[str, Any]:
-    alpha = _checks.number("alpha", alpha, minimum=0.0)
-    beta = _checks.number("beta", beta, minimum=0.0)
+    # weights of FP and FN relative to TP: above 1 an error would count more than a hit
+    alpha = _checks.number("alpha", alpha, minimum=0.0, maximum=1.0)
+    beta = _checks.number("beta", beta, minimum=0.0, maximum=1.0)
     if alpha + beta <= 0:
         raise ConfigError("alpha + beta must be > 0 (with alpha = beta = 0 every prediction scores 1)")
     return {"alpha": alpha, "beta": beta, **_overlap_options(smooth, level, class_reduction)}

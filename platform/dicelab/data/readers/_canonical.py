@@ -42,6 +42,11 @@ KNOWN_COLUMNS: dict[Family, dict[str, tuple[str, ...]]] = {
     },
 }
 OPTIONAL_COLUMNS = {"text_b", "id", "answers", "answer_texts", "answer_starts"}
+# Label columns of datasets whose label set is known to be {0, 1} (QQP, MRPC): a "7" there is an error,
+# not a second class. Readers that recognise such a file by its shape set BINARY_LABELS in table.attrs.
+BINARY_LABEL_COLUMNS = ("is_duplicate", "quality")
+BINARY_LABELS = "binary_labels"
+LABEL_NAMES = "label_names"  # frame.attrs key: the label set the file's layout implies
 
 
 def to_canonical(
@@ -105,12 +110,13 @@ def _names(table: pd.DataFrame) -> str:
 
 
 def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
-    labels = _labels(table[found["label"]])
+    label_column = found["label"]
+    labels = _labels(table[label_column])
     missing = labels.isna().to_numpy()
     if missing.any():
         raise DataError(f"{where(table, table.index[missing.argmax()])}: missing label")
     text_b = found["text_b"]
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "text_a": _texts(table[found["text_a"]]),
             "text_b": _texts(table[text_b]) if text_b is not None else None,
@@ -119,6 +125,10 @@ def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFr
         index=table.index,
         columns=list(CANONICAL_COLUMNS["pairs"]),
     )
+    named_binary = isinstance(label_column, str) and label_column.strip().lower() in BINARY_LABEL_COLUMNS
+    if named_binary or table.attrs.get(BINARY_LABELS):
+        frame.attrs[LABEL_NAMES] = ["0", "1"]
+    return frame
 
 
 def _texts(column: pd.Series) -> pd.Series:

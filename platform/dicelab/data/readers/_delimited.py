@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from dicelab.data.base import Family
-from dicelab.data.readers._canonical import KNOWN_COLUMNS, ColumnKey
+from dicelab.data.readers._canonical import BINARY_LABELS, KNOWN_COLUMNS, ColumnKey
 from dicelab.data.readers._text import numbered_lines, read_text
 from dicelab.errors import DataError
 
@@ -37,10 +37,13 @@ def read_delimited(
     if not rows:
         return pd.DataFrame(), columns
     header: list[str] | None = None
+    glue_layout = False
     if _is_header(rows[0][1], family, columns):
         header, rows = rows[0][1], rows[1:]
     elif not columns or not all(isinstance(key, int) for key in columns.values()):
-        columns = {**_headerless_layout(rows[0], path), **columns}
+        layout = _headerless_layout(rows[0], path)
+        glue_layout = "label" not in columns  # the layout's label column: QQP's or MRPC's, 0 or 1
+        columns = {**layout, **columns}
     width = len(header) if header is not None else len(rows[0][1]) if rows else 0
     for line, fields in rows:
         if len(fields) != width:
@@ -52,7 +55,9 @@ def read_delimited(
         dtype="str",
     )
     # stray whitespace around fields (seen in QQP copies), stripped column by column (vectorised)
-    return table.apply(lambda column: column.str.strip()), columns
+    table = table.apply(lambda column: column.str.strip())
+    table.attrs[BINARY_LABELS] = glue_layout
+    return table, columns
 
 
 def _tsv_rows(text: str) -> list[Row]:

@@ -8,6 +8,7 @@ from dicelab.config import ExperimentConfig
 from dicelab.data.base import RawDataset
 from dicelab.data.families import family_of
 from dicelab.data.readers import FILE_SUFFIXES, read_located
+from dicelab.data.readers._canonical import LABEL_NAMES
 from dicelab.data.sources._registry import SOURCES
 from dicelab.errors import ConfigError, DataError
 
@@ -25,8 +26,14 @@ def local(config: ExperimentConfig) -> RawDataset:
         split: read_located(split_file(directory, name), family, data.format, data.columns)
         for split, name in data.splits.items()
     }
+    # A layout with a known label set (QQP, MRPC: 0/1) makes any other label an error, not a new class.
+    label_names = splits["train"].attrs.get(LABEL_NAMES, []) if "train" in splits else []
     return RawDataset(
-        family=family, splits=splits, label_names=[], fingerprint="", description=f"local {directory}"
+        family=family,
+        splits=splits,
+        label_names=label_names,
+        fingerprint="",
+        description=f"local {directory}",
     )
 
 
