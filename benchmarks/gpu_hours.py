@@ -2,16 +2,20 @@
 
 Training compute per trial = 6 x parameters x tokens (forward + backward), tokens = training examples x
 epochs x max_length (the official scripts pad to max length, so this is what the paper paid), divided by an
-effective throughput. The default throughput is an assumption (100 TFLOP/s: an A100 in bf16 at ~32% MFU);
-pass `--tflops` with what you measure: `dicelab trial` logs train_samples_per_second, and
-tflops = 6 x parameters x max_length x samples_per_second / 1e12.
+effective throughput in TFLOP/s:
+- `--tflops N`: a number you know (default 100: an A100 in bf16 at ~32% MFU, an assumption);
+- `--measured EXPERIMENT`: measured, from the trials of a sweep you ran on your GPU (or CPU): each trial
+  logs train_samples_per_second, and TFLOP/s = 6 x parameters x max_length x samples/s / 1e12 (the median
+  over the experiment's trials, each at its own backbone and max length).
 
     python benchmarks/gpu_hours.py [--tflops 100]
+    python benchmarks/gpu_hours.py --measured table7-mrpc-bert [--tracking-uri URI]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 
 from dicelab.config import load_config
@@ -68,11 +72,42 @@ def estimate(path: Path, tflops: float) -> tuple[str, int, float]:
     return dataset, len(plan.points()), flops / (tflops * 1e12) / 3600
 
 
+def measured_tflops(experiment: str, tracking_uri: str | None) -> float:
+    """The median effective training TFLOP/s of an experiment's trials, from their logged samples/s."""
+    from mlflow import MlflowClient
+
+    from dicelab.tracking import conventions as names
+    from dicelab.tracking import resolve_tracking_uri
+
+    client = MlflowClient(resolve_tracking_uri(tracking_uri, None))
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise SystemExit(f"--measured: no experiment {experiment!r} in the tracking store")
+    rates = []
+    for run in client.search_runs([found.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_TRIAL}'"):
+        backbone, max_length = run.data.params.get("model.backbone"), run.data.params.get("data.max_length")
+        history = client.get_metric_history(run.info.run_id, names.SAMPLES_PER_SECOND)
+        if backbone in PARAMETERS and max_length and history:
+            per_second = statistics.median(point.value for point in history)
+            rates.append(6 * PARAMETERS[backbone] * int(max_length) * per_second / 1e12)
+    if not rates:
+        known = ", ".join(PARAMETERS)
+        raise SystemExit(
+            f"--measured: no trial of {experiment!r} on a known backbone ({known}) logged samples/s"
+        )
+    return statistics.median(rates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tflops", type=float, default=100.0, help="effective training TFLOP/s of one GPU")
+    parser.add_argument("--measured", metavar="EXPERIMENT", help="TFLOP/s measured by this experiment's runs")
+    parser.add_argument("--tracking-uri", help="the MLflow store of --measured (default: dicelab's)")
     args = parser.parse_args()
-    print(f"| config | data | trials | GPU hours at {args.tflops:g} TFLOP/s |")
+    if args.measured:
+        args.tflops = measured_tflops(args.measured, args.tracking_uri)
+        print(f"measured: {args.tflops:.3g} TFLOP/s effective (median over the trials of {args.measured})\n")
+    print(f"| config | data | trials | GPU hours at {args.tflops:.3g} TFLOP/s |")
     print("|---|---|---:|---:|")
     for path in sorted(EXPERIMENTS.glob("*.yaml")):
         dataset, trials, hours = estimate(path, args.tflops)

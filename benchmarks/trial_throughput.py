@@ -2,10 +2,11 @@
 
 Both train the same model (the task's `build_model`, same seed), on the same cached features, in the same
 order (Trainer gets dicelab's shuffled order as its sampler, so both pad the same batches), with the same
-batch size, collate function, loss (`task.training_loss`), optimizer settings (fused AdamW, linear warmup/decay,
-clipping) and precision; they alternate `--repeats` times. Throughput is training samples per second between
-the end of step `--skip` and the last step (first steps pay one-off costs), timed by a per-step hook in each
-(a Reporter's on_step, a TrainerCallback's on_step_end). The ratio is dicelab / Trainer: > 1 is faster.
+batch size, collate function, loss (`task.training_loss`), optimizer settings (fused AdamW, linear
+warmup/decay, clipping) and precision; they alternate `--repeats` times. Throughput is training samples per
+second between the end of step `--skip` and the last step (first steps pay one-off costs), timed by a
+per-step hook in each (a Reporter's on_step, a TrainerCallback's on_step_end). The ratio is dicelab /
+Trainer: > 1 is faster.
 `--clock cpu` times with the process's CPU time instead of wall time: on a shared machine with
 train.num_threads=1 it measures the work per sample without the noise of other processes' load.
 

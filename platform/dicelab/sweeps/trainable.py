@@ -21,6 +21,7 @@ from typing import Any
 
 import ray
 import torch
+import transformers
 from mlflow import MlflowClient
 from mlflow.entities import RunTag
 from ray import tune
@@ -203,8 +204,10 @@ def one_line(error: BaseException) -> str:
 
 def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
-    # One INFO line per checkpoint, forwarded to the driver's terminal, would bury the sweep's own view.
+    # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
+    # terminal, would bury the sweep's own view.
     logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
+    transformers.utils.logging.disable_progress_bar()
     config, overrides = trial_config(context, point_of(tune_config, context.plan))
     trial_id = tune.get_context().get_trial_id()
     client = MlflowClient(context.tracking_uri)
