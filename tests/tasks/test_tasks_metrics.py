@@ -125,3 +125,10 @@ def test_squad_metrics_split_answerable_and_unanswerable():
     )
     assert set(squad_metrics(predictions, gold, with_negative=False)) == {"em", "f1"}
     assert set(squad_metrics(["a"], [["a"]], with_negative=True)) == {"em", "f1", "has_ans_em", "has_ans_f1"}
+
+
+def test_squad_gold_answers_that_normalise_to_nothing_do_not_count():
+    # the official SQuAD 2.0 script drops them: "The" alone leaves "Paris" as the only gold answer
+    assert exact_match("the", ["The", "Paris"]) == 0.0
+    assert exact_match("Paris", ["The", "Paris"]) == 1.0
+    assert exact_match("", ["a"]) == 1.0  # only empty golds: scored as unanswerable

@@ -190,11 +190,20 @@ def _open_run(
 
 
 def _restored_state() -> dict[str, Any] | None:
+    """The training state of Tune's checkpoint for this trial, if any.
+
+    A driver killed between Tune deleting a trial's older checkpoint (num_to_keep=1) and saving the
+    experiment state leaves that state pointing at the deleted one: the trial then starts over (its
+    evaluations are logged again, with the same values on CPU) instead of failing on every retry."""
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         return None
-    with checkpoint.as_directory() as directory:
-        return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=True)
+    try:
+        with checkpoint.as_directory() as directory:
+            return torch.load(Path(directory) / STATE_FILE, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        logging.getLogger(__name__).warning("checkpoint %s is gone: the trial starts over", checkpoint.path)
+        return None
 
 
 def one_line(error: BaseException) -> str:

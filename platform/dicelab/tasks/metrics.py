@@ -123,8 +123,9 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
 def _golds(gold_answers: Sequence[str]) -> list[str]:
-    # Unanswerable questions have no gold answers; the only right prediction is the empty string.
-    return list(gold_answers) or [""]
+    # As the official SQuAD 2.0 script: answers that normalise to nothing ("the") do not count, and a question
+    # without gold answers (unanswerable) is only answered right by the empty string.
+    return [gold for gold in gold_answers if normalize_answer(gold)] or [""]
 
 
 def _token_f1(predicted: list[str], gold: list[str]) -> float:
