@@ -1,19 +1,20 @@
 """Sweep overhead: `dicelab sweep` against the same trials in plain processes, and against Hugging Face
 `Trainer.hyperparameter_search(backend="ray")`; then ASHA against the full grid on the Tversky alpha sweep.
 
-    .venv/bin/python benchmarks/sweep_overhead.py            # everything (about 10 minutes on 2 cores)
+    .venv/bin/python benchmarks/sweep_overhead.py            # everything (about 8 minutes on 2 cores)
     .venv/bin/python benchmarks/sweep_overhead.py --part overhead | asha
 
 Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
-10 epochs: about 20 s per trial on one core), 2 at a time on 2 CPUs, each timed end to end as a fresh process:
+12 epochs: about 20 s per trial, two trials at a time on 2 cores), each way timed end to end as a fresh
+process:
 - sweep:    `dicelab sweep` (local Ray, Tune, a checkpoint per evaluation, MLflow parent + child runs),
 - plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
 - hf:       `Trainer.hyperparameter_search(backend="ray")`, same model size, data, space and epochs.
 Goal: sweep / plain <= 1.15.
 
-ASHA: the named space `tversky_alpha` (9 trials; batch-level Tversky, learning rate 1e-3, as in the
-quickstart), full grid (FIFO) against ASHA (grace period 1 evaluation, reduction factor 2): trial-epochs
-trained and the best dev F1 found.
+ASHA: the named space `tversky_alpha` (9 trials of 10 epochs; batch-level Tversky, learning rate 1e-3, as
+in the quickstart), full grid (FIFO) against ASHA (grace period 1 evaluation, reduction factor 2):
+trial-epochs trained and the best dev F1 found.
 """
 
 from __future__ import annotations
@@ -237,7 +238,8 @@ def overhead_part(workdir: Path, epochs: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["overhead", "asha", "all"], default="all")
-    parser.add_argument("--epochs", type=int, default=10, help="epochs per trial (10: ~20 s on one core)")
+    parser.add_argument("--epochs", type=int, default=12, help="overhead: epochs per trial (12: ~20 s)")
+    parser.add_argument("--asha-epochs", type=int, default=10, help="asha: epochs per trial")
     parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -253,7 +255,7 @@ def main() -> None:
         if args.part in ("overhead", "all"):
             report["overhead"] = overhead_part(workdir, args.epochs)
         if args.part in ("asha", "all"):
-            report["asha"] = asha_part(workdir, args.epochs)
+            report["asha"] = asha_part(workdir, args.asha_epochs)
     report["load_average_at_end"] = os.getloadavg()[0]
     print(json.dumps(report, indent=2))
 
