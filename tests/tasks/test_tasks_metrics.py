@@ -132,3 +132,12 @@ def test_squad_gold_answers_that_normalise_to_nothing_do_not_count():
     assert exact_match("the", ["The", "Paris"]) == 0.0
     assert exact_match("Paris", ["The", "Paris"]) == 1.0
     assert exact_match("", ["a"]) == 1.0  # only empty golds: scored as unanswerable
+
+
+def test_squad_1_1_scoring_follows_the_v1_1_script():
+    # evaluate-v1.1.py keeps gold answers that normalise to nothing, and scores F1 0 without a common token
+    assert exact_match("the", ["The", "Paris"], squad_v2=False) == 1.0
+    assert token_f1("the", ["a"], squad_v2=False) == 0.0
+    assert token_f1("the big cat sat", ["cat sat down"], squad_v2=False) == pytest.approx(2 / 3)
+    metrics = squad_metrics(["the", "paris"], [["The", "Paris"], ["Paris"]], with_negative=False)
+    assert metrics == pytest.approx({"em": 1.0, "f1": 0.5})  # F1: 0 for "the" vs "The", 1 for "paris"

@@ -87,27 +87,38 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def exact_match(prediction: str, gold_answers: Sequence[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised gold answer ("" for unanswerable questions)."""
-    return max(float(normalize_answer(prediction) == normalize_answer(gold)) for gold in _golds(gold_answers))
+def exact_match(prediction: str, gold_answers: Sequence[str], squad_v2: bool = True) -> float:
+    """1.0 when the normalised prediction equals a normalised gold answer ("" for unanswerable questions).
+
+    squad_v2=False scores as the SQuAD 1.1 script: gold answers that normalise to nothing still count.
+    """
+    golds = _golds(gold_answers, squad_v2)
+    return max(float(normalize_answer(prediction) == normalize_answer(gold)) for gold in golds)
 
 
-def token_f1(prediction: str, gold_answers: Sequence[str]) -> float:
-    """Best bag-of-tokens F1 against the gold answers; an empty side scores 1 only if both are empty."""
+def token_f1(prediction: str, gold_answers: Sequence[str], squad_v2: bool = True) -> float:
+    """Best bag-of-tokens F1 against the gold answers.
+
+    An empty side scores 1 only if both are empty (SQuAD 2.0); the SQuAD 1.1 script (squad_v2=False) scores
+    any pair without a common token 0, two empty ones included.
+    """
     predicted = normalize_answer(prediction).split()
-    return max(_token_f1(predicted, normalize_answer(gold).split()) for gold in _golds(gold_answers))
+    golds = _golds(gold_answers, squad_v2)
+    return max(_token_f1(predicted, normalize_answer(gold).split(), squad_v2) for gold in golds)
 
 
 def squad_metrics(
     predictions: Sequence[str], gold_answers: Sequence[Sequence[str]], with_negative: bool
 ) -> dict[str, float]:
-    """Mean `em` and `f1` over questions (official SQuAD 1.1 / 2.0 scoring).
+    """Mean `em` and `f1` over questions, scored as the official SQuAD 1.1 script (with_negative=False) or
+    the SQuAD 2.0 one (with_negative=True).
 
     with_negative (SQuAD 2.0) adds `has_ans_em` / `has_ans_f1` and `no_ans_em` / `no_ans_f1` over the
     answerable and unanswerable questions (each only when the dev set has some).
     """
-    em = np.array([exact_match(p, g) for p, g in zip(predictions, gold_answers, strict=True)])
-    f1 = np.array([token_f1(p, g) for p, g in zip(predictions, gold_answers, strict=True)])
+    pairs = list(zip(predictions, gold_answers, strict=True))
+    em = np.array([exact_match(p, g, with_negative) for p, g in pairs])
+    f1 = np.array([token_f1(p, g, with_negative) for p, g in pairs])
     metrics = {"em": _mean(em), "f1": _mean(f1)}
     if with_negative:
         answerable = np.array([len(g) > 0 for g in gold_answers], dtype=bool)
@@ -122,14 +133,16 @@ _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
-def _golds(gold_answers: Sequence[str]) -> list[str]:
+def _golds(gold_answers: Sequence[str], squad_v2: bool) -> list[str]:
     # As the official SQuAD 2.0 script: answers that normalise to nothing ("the") do not count, and a question
     # without gold answers (unanswerable) is only answered right by the empty string.
+    if not squad_v2:
+        return list(gold_answers) or [""]
     return [gold for gold in gold_answers if normalize_answer(gold)] or [""]
 
 
-def _token_f1(predicted: list[str], gold: list[str]) -> float:
-    if not predicted or not gold:
+def _token_f1(predicted: list[str], gold: list[str], squad_v2: bool) -> float:
+    if squad_v2 and (not predicted or not gold):
         return float(predicted == gold)
     common = sum((collections.Counter(predicted) & collections.Counter(gold)).values())
     if common == 0:
