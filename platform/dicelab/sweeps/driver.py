@@ -212,13 +212,10 @@ def start_ray_and_share_inputs(
     resource, so they overlap. Returns ({inputs_key: ObjectRef}, [(config, label names)] per set)."""
     import ray
 
+    # The build runs to its end even when Ray fails to start: leaving the block waits for it.
     with ThreadPoolExecutor(1, thread_name_prefix="dicelab-inputs") as pool:
         building = pool.submit(build_inputs, plan, console)
-        try:
-            connect_ray(address)
-        except BaseException:
-            building.cancel()
-            raise
+        connect_ray(address)
         built = building.result()
     refs = {key: ray.put(inputs) for key, _, inputs in built}
     console.print(f"inputs: {len(built)} set(s) built once and shared through Ray's object store")
