@@ -22,6 +22,13 @@ REASON = "dicelab.reason"  # why a trial failed or stopped early, one line
 PRIMARY_METRIC = "dicelab.metric"  # the dev metric the trial selected on, e.g. "f1"
 GIT_COMMIT = "dicelab.git_commit"
 DATA_FINGERPRINT = "dicelab.data_fingerprint"
+# A trial whose best evaluation predicts no positive / no entity / a single class: one line saying which.
+# Set on the trial's run; the sweep table and the analysis mark such trials and never average them silently.
+DEGENERATE = "dicelab.degenerate"
+# Seed racing: on the parent run, the race's decision; on a trial's run, "dropped" when its configuration
+# was eliminated (its finished seeds stay observations).
+RACE_DECISION = "dicelab.race.decision"
+RACE_STATUS = "dicelab.race.status"
 
 # Values of OUTCOME. MLflow status: completed/early_stopped -> FINISHED, failed/non_finite -> FAILED.
 COMPLETED = "completed"
