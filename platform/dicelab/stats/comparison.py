@@ -1,0 +1,222 @@
+"""One configuration against another over seeds: paired when they share seeds, unpaired otherwise.
+
+Paired (same `train.seed`: same data order, same initialisation of shared parts) the seed-to-seed noise that
+both configurations share cancels in the differences. Tests:
+- "permutation" (default): scipy's exact sign-flip permutation test of the mean paired difference (exact for
+  up to 2**16 sign patterns, Monte Carlo with a fixed seed beyond). Valid at any n under symmetric
+  differences, no normality assumed; with n pairs it cannot go below 2 / 2**n (two-sided), so it needs 6
+  pairs to reach p < 0.05 at all. Unpaired: the exact two-sample permutation test of the difference of means.
+- "t": Student's paired t test (Welch's t test unpaired); assumes normal differences, reaches small p with
+  2 pairs when the differences are large and consistent (racing's choice where speed matters).
+The interval is always the t interval of the mean difference (paired t; Welch unpaired), from scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+Test = Literal["permutation", "t"]
+TESTS: tuple[str, ...] = ("permutation", "t")
+BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no detectable difference"
+_EXACT_LIMIT = 2**16  # sign patterns / splits enumerated exactly; beyond, a seeded Monte Carlo estimate
+_RESAMPLES_SEED = 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """candidate - reference over seeds. `n` is the number of pairs (paired) or of values (unpaired)."""
+
+    paired: bool
+    test: str  # human name of the test behind p_value
+    n: int
+    n_candidate: int  # finite values of each side
+    n_reference: int
+    n_missing_candidate: int  # seeds present on one side only, or NaN there
+    n_missing_reference: int
+    difference: float  # mean paired difference, or difference of means
+    low: float  # interval of the difference; NaN when it cannot be computed
+    high: float
+    std_difference: float  # sd of the paired differences (paired), pooled sd (unpaired); NaN if n < 2
+    p_value: float  # two-sided, uncorrected; NaN when no test is possible
+    min_n: int  # the smallest n (pairs; per side unpaired) at which this test can reach p < 0.05 at all
+    note: str = ""  # a degenerate case, said in words
+
+    @property
+    def decidable(self) -> bool:
+        return math.isfinite(self.p_value)
+
+
+def _finite(values: Mapping[int, float]) -> dict[int, float]:
+    return {seed: float(v) for seed, v in values.items() if v is not None and math.isfinite(float(v))}
+
+
+def min_pairs_for_significance(
+    test: Test = "permutation", *, paired: bool = True, alpha: float = 0.05
+) -> int:
+    """Smallest n (pairs; per side of a balanced unpaired design) at which the test can reach p < alpha.
+
+    Exact sign-flip: the smallest two-sided p with n pairs is 2 / 2**n. Exact two-sample permutation with n
+    per side: 2 / C(2n, n). A t test can reach any p with 2 values (per side)."""
+    if test == "t":
+        return 2
+    n = 1
+    while (2 / 2**n if paired else 2 / math.comb(2 * n, n)) >= alpha:
+        n += 1
+    return n
+
+
+def compare(
+    candidate: Mapping[int, float],
+    reference: Mapping[int, float],
+    *,
+    confidence: float = 0.95,
+    test: Test = "permutation",
+) -> Comparison:
+    """Compare two configurations' per-seed values ({train.seed: value}; NaN or None = missing seed).
+
+    Paired on the seeds both have when there are at least 2 of them; otherwise unpaired on all values."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    a, b = _finite(candidate), _finite(reference)
+    common = sorted(set(a) & set(b))
+    if len(common) >= 2:
+        return _paired(a, b, common, set(candidate) | set(reference), confidence, test)
+    return _unpaired(a, b, set(candidate) | set(reference), confidence, test)
+
+
+def _paired(
+    a: dict[int, float],
+    b: dict[int, float],
+    common: list[int],
+    seeds: set[int],
+    confidence: float,
+    test: Test,
+) -> Comparison:
+    x = np.array([a[seed] for seed in common])
+    y = np.array([b[seed] for seed in common])
+    diffs = x - y
+    n = len(common)
+    std = float(diffs.std(ddof=1))
+    mean = float(diffs.mean())
+    note = ""
+    if std == 0.0:
+        # scipy's t interval is NaN here; every seed agrees exactly, so the interval is the point itself.
+        low = high = mean
+        note = "every seed gives the same difference (no spread): only the test's count of seeds can decide"
+    else:
+        interval = stats.ttest_rel(x, y).confidence_interval(confidence_level=confidence)
+        low, high = float(interval.low), float(interval.high)
+    if np.all(diffs == 0.0):
+        p = 1.0
+        note = "identical values on every paired seed"
+    elif test == "t":
+        p = float(stats.ttest_rel(x, y).pvalue) if std > 0.0 else math.nan
+        if std == 0.0:
+            note = "every seed gives the same difference: the t test is undefined (use the permutation test)"
+    else:
+        p = float(
+            stats.permutation_test(
+                (x, y),
+                lambda u, v, axis: np.mean(u - v, axis=axis),
+                permutation_type="samples",
+                vectorized=True,
+                n_resamples=_EXACT_LIMIT,
+                alternative="two-sided",
+                rng=_RESAMPLES_SEED,
+            ).pvalue
+        )
+    name = "exact sign-flip permutation test (paired)" if test == "permutation" else "paired t test"
+    if test == "permutation" and 2**n > _EXACT_LIMIT:
+        name = f"sign-flip permutation test (paired, {_EXACT_LIMIT} random sign patterns)"
+    return Comparison(
+        paired=True,
+        test=name,
+        n=n,
+        n_candidate=len(a),
+        n_reference=len(b),
+        n_missing_candidate=len(seeds - set(a)),
+        n_missing_reference=len(seeds - set(b)),
+        difference=mean,
+        low=low,
+        high=high,
+        std_difference=std,
+        p_value=p,
+        min_n=min_pairs_for_significance(test, paired=True),
+        note=note,
+    )
+
+
+def _unpaired(
+    a: dict[int, float], b: dict[int, float], seeds: set[int], confidence: float, test: Test
+) -> Comparison:
+    x, y = np.array(list(a.values())), np.array(list(b.values()))
+    name = (
+        "exact two-sample permutation test (unpaired)" if test == "permutation" else "Welch t test (unpaired)"
+    )
+    base = {
+        "paired": False,
+        "test": name,
+        "n": len(x) + len(y),
+        "n_candidate": len(x),
+        "n_reference": len(y),
+        "n_missing_candidate": len(seeds - set(a)),
+        "n_missing_reference": len(seeds - set(b)),
+        "min_n": min_pairs_for_significance(test, paired=False),
+    }
+    if len(x) == 0 or len(y) == 0:
+        side = "the candidate" if len(x) == 0 else "the reference"
+        return Comparison(
+            **base, difference=math.nan, low=math.nan, high=math.nan, std_difference=math.nan,
+            p_value=math.nan, note=f"{side} has no usable seed",
+        )  # fmt: skip
+    difference = float(x.mean() - y.mean())
+    if len(x) < 2 or len(y) < 2:
+        return Comparison(
+            **base, difference=difference, low=math.nan, high=math.nan, std_difference=math.nan,
+            p_value=math.nan, note="one seed on a side: no spread, so no interval and no test",
+        )  # fmt: skip
+    pooled = float(
+        math.sqrt((x.var(ddof=1) * (len(x) - 1) + y.var(ddof=1) * (len(y) - 1)) / (len(x) + len(y) - 2))
+    )
+    welch = stats.ttest_ind(x, y, equal_var=False)
+    if pooled == 0.0:
+        low = high = difference
+        p = 1.0 if difference == 0.0 else math.nan
+        note = "no spread within either configuration: the interval is the difference itself"
+    else:
+        interval = welch.confidence_interval(confidence_level=confidence)
+        low, high, note = float(interval.low), float(interval.high), ""
+        p = float(welch.pvalue)
+    if test == "permutation" and not (pooled == 0.0 and difference == 0.0):
+        p = float(
+            stats.permutation_test(
+                (x, y),
+                lambda u, v, axis: np.mean(u, axis=axis) - np.mean(v, axis=axis),
+                permutation_type="independent",
+                vectorized=True,
+                n_resamples=_EXACT_LIMIT,
+                alternative="two-sided",
+                rng=_RESAMPLES_SEED,
+            ).pvalue
+        )
+    return Comparison(
+        **base, difference=difference, low=low, high=high, std_difference=pooled, p_value=p, note=note
+    )
+
+
+def verdict(
+    comparison: Comparison, adjusted_p: float, *, alpha: float = 0.05, higher_is_better: bool = True
+) -> str:
+    """better / worse when the (corrected) p is below alpha, else "no detectable difference"."""
+    if not math.isfinite(adjusted_p) or adjusted_p >= alpha or comparison.difference == 0.0:
+        return NO_DIFFERENCE
+    ahead = comparison.difference > 0
+    return BETTER if ahead == higher_is_better else WORSE

@@ -1,0 +1,144 @@
+"""dicelab.stats against scipy / statsmodels and on known cases."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+
+from dicelab.stats import (
+    BETTER,
+    NO_DIFFERENCE,
+    WORSE,
+    compare,
+    equivalent,
+    holm,
+    min_pairs_for_significance,
+    seeds_needed,
+    verdict,
+)
+
+RNG = np.random.default_rng(7)
+
+
+def _seeds(values) -> dict[int, float]:
+    return {seed: float(value) for seed, value in enumerate(values, 1)}
+
+
+def test_paired_permutation_p_is_the_exact_sign_flip_distribution():
+    x, y = RNG.normal(80, 1, 7), RNG.normal(79, 1, 7)
+    result = compare(_seeds(x), _seeds(y))
+    diffs = x - y
+    # enumerate all 2**7 sign patterns by hand: the scipy result must match the definition
+    flips = np.array(list(itertools.product([1, -1], repeat=7)))
+    null = (flips * diffs).mean(axis=1)
+    observed = diffs.mean()
+    expected = min(1.0, 2 * min((null >= observed - 1e-12).mean(), (null <= observed + 1e-12).mean()))
+    assert result.paired and result.n == 7
+    assert result.p_value == pytest.approx(expected)
+    assert result.difference == pytest.approx(observed)
+
+
+def test_paired_interval_and_t_test_match_scipy():
+    x, y = RNG.normal(80, 2, 5), RNG.normal(78, 2, 5)
+    result = compare(_seeds(x), _seeds(y), test="t", confidence=0.9)
+    reference = stats.ttest_rel(x, y)
+    interval = reference.confidence_interval(confidence_level=0.9)
+    assert result.p_value == pytest.approx(reference.pvalue)
+    assert (result.low, result.high) == pytest.approx((interval.low, interval.high))
+    assert result.std_difference == pytest.approx(np.std(x - y, ddof=1))
+
+
+def test_unpaired_fallback_matches_scipy_welch_and_permutation():
+    x, y = RNG.normal(80, 1, 4), RNG.normal(78, 2, 5)
+    result = compare({1: x[0], 2: x[1], 3: x[2], 4: x[3]}, {11: y[0], 12: y[1], 13: y[2], 14: y[3], 15: y[4]})
+    welch = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence_level=0.95)
+    exact = stats.permutation_test(
+        (x, y), lambda u, v, axis: u.mean(axis=axis) - v.mean(axis=axis), n_resamples=np.inf, vectorized=True
+    )
+    assert not result.paired and "unpaired" in result.test
+    assert (result.low, result.high) == pytest.approx((welch.low, welch.high))
+    assert result.p_value == pytest.approx(exact.pvalue)
+
+
+def test_identical_samples_are_no_difference():
+    values = _seeds([80.0, 81.0, 79.5, 82.0, 80.5, 81.5])
+    result = compare(values, values)
+    assert result.difference == 0.0 and result.p_value == 1.0
+    assert verdict(result, holm([result.p_value])[0]) == NO_DIFFERENCE
+
+
+def test_constant_difference_is_not_significant_by_itself():
+    # Zero spread: the t test is undefined, and the exact test needs its minimum number of seeds.
+    for n in range(2, 6):
+        result = compare(_seeds(np.arange(n) + 1.0), _seeds(np.arange(n)))
+        assert result.low == result.high == 1.0 and result.note
+        assert verdict(result, result.p_value) == NO_DIFFERENCE, n
+        t_result = compare(_seeds(np.arange(n) + 1.0), _seeds(np.arange(n)), test="t")
+        assert math.isnan(t_result.p_value)
+    six = compare(_seeds(np.arange(6) + 1.0), _seeds(np.arange(6)))
+    assert six.p_value == pytest.approx(2 / 2**6)
+    assert verdict(six, six.p_value) == BETTER
+
+
+def test_one_seed_gives_no_interval_and_no_test():
+    result = compare({1: 80.0}, {1: 78.0})
+    assert not result.paired and result.difference == 2.0
+    assert math.isnan(result.low) and math.isnan(result.p_value)
+    assert verdict(result, result.p_value) == NO_DIFFERENCE
+
+
+def test_nan_and_failed_seeds_are_left_out_and_counted():
+    candidate = {1: 80.0, 2: math.nan, 3: 81.0, 4: 82.0}  # seed 2 NaN
+    reference = {1: 78.0, 2: 77.0, 3: 79.5, 5: 80.0}  # seed 4 failed (absent)
+    result = compare(candidate, reference)
+    assert result.paired and result.n == 2  # seeds 1 and 3
+    assert result.n_missing_candidate == 2  # seeds 2 (NaN) and 5
+    assert result.n_missing_reference == 1  # seed 4
+    assert result.difference == pytest.approx(((80 - 78) + (81 - 79.5)) / 2)
+
+
+def test_minimum_n_at_which_the_tests_can_decide():
+    assert min_pairs_for_significance("permutation") == 6  # 2/2**5 = 0.0625, 2/2**6 = 0.031
+    assert min_pairs_for_significance("permutation", paired=False) == 4  # 2/C(6,3)=0.1, 2/C(8,4)=0.029
+    assert min_pairs_for_significance("t") == 2
+
+
+def test_holm_matches_statsmodels_and_keeps_nan():
+    p = [0.01, 0.04, math.nan, 0.03, 0.2]
+    expected = multipletests([0.01, 0.04, 0.03, 0.2], method="holm")[1]
+    adjusted = holm(p)
+    assert math.isnan(adjusted[2])
+    assert [adjusted[i] for i in (0, 1, 3, 4)] == pytest.approx(list(expected))
+
+
+def test_verdict_direction():
+    better = compare(_seeds([3.0, 4, 5, 6, 7, 8.5]), _seeds([1.0, 2, 3, 4, 5, 6]))
+    worse = compare(_seeds([1.0, 2, 3, 4, 5, 6]), _seeds([3.0, 4, 5, 6, 7, 8.5]))
+    assert verdict(better, better.p_value) == BETTER
+    assert verdict(worse, worse.p_value) == WORSE
+    assert verdict(worse, worse.p_value, higher_is_better=False) == BETTER
+
+
+def test_seeds_needed_matches_statsmodels_and_floors_at_min_n():
+    sd, delta = 2.0, 1.0
+    expected = math.ceil(TTestPower().solve_power(effect_size=delta / sd, alpha=0.05, power=0.8))
+    assert seeds_needed(sd, delta, test="t") == expected
+    assert seeds_needed(0.1, 1.0) == 6  # a huge effect: the permutation test's floor
+    assert seeds_needed(0.0, 1.0) == 6
+    assert seeds_needed(math.nan, 1.0) is None
+    with pytest.raises(ValueError):
+        seeds_needed(1.0, 0.0)
+
+
+def test_equivalence_within_margin():
+    a = _seeds([80.0, 80.2, 79.9, 80.1, 80.0])
+    b = _seeds([80.1, 80.0, 80.0, 80.2, 79.9])
+    assert equivalent(a, b, margin=1.0)[0]
+    assert not equivalent(a, b, margin=0.01)[0]
+    assert not equivalent({1: 1.0}, {1: 1.0}, margin=1.0)[0]  # one pair: nothing to decide
