@@ -23,19 +23,20 @@ from dicelab.training.runtime import (
 
 
 def test_plan_counts_steps_with_accumulation_and_max_steps():
-    plan = TrainingPlan.of(100, TrainConfig(batch_size=8, grad_accum_steps=3, epochs=2))
+    plan = TrainingPlan.of(100, TrainConfig(batch_size=8, grad_accum_steps=3, epochs=2, batching="random"))
     assert plan.steps_per_epoch == 5  # 13 batches: 4 full steps of 3 and a last step of 1
     assert (plan.total_steps, plan.epochs) == (10, 2)
-    capped = TrainingPlan.of(100, TrainConfig(batch_size=8, grad_accum_steps=3, epochs=2, max_steps=12))
+    capped = TrainingPlan.of(
+        100, TrainConfig(batch_size=8, grad_accum_steps=3, epochs=2, max_steps=12, batching="random")
+    )
     assert (capped.total_steps, capped.epochs) == (12, 3)  # max_steps overrides epochs
     assert capped.epoch_of(7) == pytest.approx(1.4)
 
 
 def test_each_epoch_sees_every_example_once_in_its_own_seeded_order():
     def steps(seed: int, epoch: int) -> list:
-        return TrainingPlan.of(50, TrainConfig(batch_size=8, grad_accum_steps=2, seed=seed)).steps_of_epoch(
-            epoch
-        )
+        train = TrainConfig(batch_size=8, grad_accum_steps=2, seed=seed, batching="random")
+        return TrainingPlan.of(50, train).steps_of_epoch(epoch)
 
     first = steps(3, 0)
     assert [len(step) for step in first] == [2, 2, 2, 1]

@@ -99,6 +99,10 @@ class TrainConfig(Section):
     warmup_ratio: float = Field(0.1, ge=0.0, le=1.0)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     grad_accum_steps: int = Field(1, ge=1)
+    # Training batches: "length" groups examples of similar length (seeded mega-batches sorted by length, the
+    # batches then shuffled): far less padding; "random" is a plain shuffle. Evaluation always runs in length
+    # order (results in example order).
+    batching: Literal["length", "random"] = "length"
     seed: int = 42
     eval_every_steps: int | None = Field(None, ge=1)  # None: evaluate at the end of every epoch
     early_stopping_patience: int | None = Field(None, ge=1)  # evaluations without improvement

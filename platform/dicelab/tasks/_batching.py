@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import datasets
 import numpy as np
@@ -11,12 +11,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader
 
 from dicelab.tasks._heads import MODEL_INPUTS
 
 IGNORE_INDEX = -100  # targets the loss must not see (dicelab.losses' ignore_index)
 # Padded input ids are 0 whatever the tokenizer's pad token: attention_mask hides them from the encoder.
 MODEL_PADS = {"input_ids": 0, "attention_mask": 0, "token_type_ids": 0}
+RowsT = TypeVar("RowsT", torch.Tensor, np.ndarray, list)
 
 
 def tokenizer_columns(encoding: Any) -> dict[str, list[list[int]]]:
@@ -41,6 +43,60 @@ def pad_rows(
     }
     batch.update({key: torch.as_tensor([row[key] for row in rows], dtype=torch.long) for key in scalars})
     return batch
+
+
+class LengthOrderedBatches:
+    """Collated batches of `features` in order of length (the least padding), for evaluation.
+
+    A task's evaluate() iterates it like any iterable of batches and passes its per-row outputs, concatenated
+    in batch order, through `in_example_order` to get them back in example order.
+    """
+
+    def __init__(
+        self, features: datasets.Dataset, collate: Any, batch_size: int, pin_memory: bool = False
+    ) -> None:
+        self.order = np.argsort(row_lengths(features), kind="stable")
+        self.features, self.collate, self.batch_size = features, collate, batch_size
+        self.pin_memory = pin_memory
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        size = self.batch_size
+        batches = [self.order[start : start + size].tolist() for start in range(0, len(self.order), size)]
+        # its own generator: a loader must not draw from the global RNG that dropout uses
+        loader = DataLoader(
+            self.features,
+            batch_sampler=batches,
+            collate_fn=self.collate,
+            generator=torch.Generator(),
+            pin_memory=self.pin_memory,
+        )
+        return iter(loader)
+
+
+def in_example_order(batches: Iterable[Any], rows: RowsT) -> RowsT:
+    """Per-row outputs (a tensor, array or list, row i from the i-th row the batches yielded) put back in
+    example order; unchanged when `batches` already came in example order (anything but
+    LengthOrderedBatches)."""
+    if not isinstance(batches, LengthOrderedBatches):
+        return rows
+    order = batches.order
+    if isinstance(rows, list):
+        restored: list[Any] = [None] * len(rows)
+        for position, index in enumerate(order.tolist()):
+            restored[index] = rows[position]
+        return restored  # type: ignore[return-value]
+    if isinstance(rows, torch.Tensor):
+        restored_tensor = torch.empty_like(rows)
+        restored_tensor[torch.as_tensor(order)] = rows
+        return restored_tensor
+    restored_array = np.empty_like(rows)
+    restored_array[order] = rows
+    return restored_array
+
+
+def row_lengths(features: datasets.Dataset) -> np.ndarray:
+    """Tokens per row (the length of input_ids), read from Arrow."""
+    return list_column(features, "input_ids")[0]
 
 
 def list_array(rows: list[np.ndarray]) -> pa.ListArray:

@@ -21,7 +21,7 @@ from torch import nn
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family
 from dicelab.errors import DataError
-from dicelab.tasks._batching import MODEL_PADS, pad_rows, tokenizer_columns
+from dicelab.tasks._batching import MODEL_PADS, in_example_order, pad_rows, tokenizer_columns
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -81,7 +81,9 @@ class PairClassification:
         frame: pd.DataFrame,
         label_names: list[str],
     ) -> EvalResult:
-        scores = torch.cat([_scores(model, batch).float().cpu() for batch in batches])
+        scores = in_example_order(
+            batches, torch.cat([_scores(model, batch).float().cpu() for batch in batches])
+        )
         if _is_binary(label_names):
             probabilities = torch.sigmoid(scores)  # of the positive class, label_names[-1]
             predicted = (scores > 0).long()

@@ -40,6 +40,7 @@ from dicelab.losses import CrossEntropyLoss
 from dicelab.tasks._batching import (
     IGNORE_INDEX,
     MODEL_PADS,
+    in_example_order,
     list_array,
     list_column,
     pad_rows,
@@ -174,7 +175,7 @@ class SpanExtraction:
             _best_spans(model(**model_inputs(model, batch)).float(), batch, decoding) for batch in batches
         ]
         span_scores, starts, ends, null_scores = (
-            torch.cat(column).numpy() for column in zip(*windows, strict=True)
+            in_example_order(batches, torch.cat(column)).numpy() for column in zip(*windows, strict=True)
         )
         lengths, offsets = list_column(features, "offsets")
         first_tokens = np.cumsum(lengths) - lengths  # each window's first row in the flat offsets

@@ -20,7 +20,14 @@ from torch import nn
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family
 from dicelab.errors import DataError
-from dicelab.tasks._batching import IGNORE_INDEX, MODEL_PADS, list_column, pad_rows, tokenizer_columns
+from dicelab.tasks._batching import (
+    IGNORE_INDEX,
+    MODEL_PADS,
+    in_example_order,
+    list_column,
+    pad_rows,
+    tokenizer_columns,
+)
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -85,18 +92,21 @@ class TokenTagging:
         frame: pd.DataFrame,
         label_names: list[str],
     ) -> EvalResult:
-        rows = iter(features["word_ids"])
         gold_tags = [[str(tag) for tag in tags] for tags in frame["tags"]]
+        rows = [
+            positions
+            for batch in batches
+            for positions in model(**model_inputs(model, batch)).argmax(dim=-1).cpu().numpy()
+        ]
         predicted_tags: list[list[str]] = []
-        for batch in batches:
-            predicted = model(**model_inputs(model, batch)).argmax(dim=-1).cpu().numpy()
-            for positions in predicted:
-                word_ids = next(rows)
-                tags = ["O"] * len(gold_tags[len(predicted_tags)])
-                for position, word in enumerate(word_ids):
-                    if word != NO_WORD and (position == 0 or word_ids[position - 1] != word):
-                        tags[word] = label_names[positions[position]]
-                predicted_tags.append(tags)
+        for positions, word_ids, gold in zip(
+            in_example_order(batches, rows), features["word_ids"], gold_tags, strict=True
+        ):
+            tags = ["O"] * len(gold)
+            for position, word in enumerate(word_ids):
+                if word != NO_WORD and (position == 0 or word_ids[position - 1] != word):
+                    tags[word] = label_names[positions[position]]
+            predicted_tags.append(tags)
         metrics, per_class = tagging_metrics(gold_tags, predicted_tags)
         predictions = [
             {"tokens": [str(token) for token in tokens], "gold": gold, "predicted": predicted}

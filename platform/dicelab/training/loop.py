@@ -26,6 +26,7 @@ from dicelab.config import ExperimentConfig
 from dicelab.errors import ConfigError, TrialFailed
 from dicelab.losses import LOSSES, build_loss
 from dicelab.tasks import TASKS
+from dicelab.tasks._batching import LengthOrderedBatches, row_lengths
 from dicelab.tasks.base import EvalResult
 from dicelab.tracking import conventions as names
 from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
@@ -115,7 +116,8 @@ class Trial:
         self.task = TASKS.get(config.task.name)()
         self.metric = train.metric if train.metric != "auto" else self.task.primary_metric(inputs.label_names)
         self.precision = select_precision(train, device)
-        self.plan = TrainingPlan.of(len(inputs.train_features), train)
+        lengths = row_lengths(inputs.train_features) if train.batching == "length" else None
+        self.plan = TrainingPlan.of(len(inputs.train_features), train, lengths)
 
         seed_everything(train.seed)  # before building: the head (and tiny-bert) initialise from it
         self.model = self.task.build_model(config, inputs.label_names, inputs.tokenizer).to(device)
@@ -203,8 +205,11 @@ class Trial:
             self.inputs.dev_frame,
             self.inputs.label_names,
         )
-        batches = self._loader(features, batch_size=self.config.train.eval_batch_size)
-        with autocast(self.device, self.precision):
+        # Length order pads least; the task puts its outputs back in example order.
+        batches = LengthOrderedBatches(
+            features, self.task.collate, self.config.train.eval_batch_size, self.device.type == "cuda"
+        )
+        with torch.inference_mode(), autocast(self.device, self.precision):
             evaluation = self.task.evaluate(self.model, batches, features, frame, label_names)
         self.model.train()
         if self.metric not in evaluation.metrics:
