@@ -3,7 +3,7 @@ import math
 import yaml
 
 from dicelab.analysis import paper_from_config
-from dicelab.analysis._paper import paper_from_params
+from dicelab.analysis.paper import paper_from_params
 
 
 def test_paper_section_as_written_in_a_sweep_config():

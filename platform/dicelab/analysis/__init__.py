@@ -8,15 +8,16 @@ table = ablation_table(runs)                   # loss x data variant, delta vs C
 report = build_report(runs, "out/quickstart")  # report.md + report.html, logged to the parent run
 """
 
-from dicelab.analysis._ablation import ablation_table
-from dicelab.analysis._design import SweptParam, swept_params
-from dicelab.analysis._importance import Importance, parameter_importance
-from dicelab.analysis._loading import RunSet, load_histories, load_runs
-from dicelab.analysis._observations import AnalysisOptions, observations
-from dicelab.analysis._paper import PaperNumbers, paper_from_config
-from dicelab.analysis._report import Report, build_report, default_report_dir
-from dicelab.analysis._sensitivity import sensitivity_curves
-from dicelab.analysis._stats import Interval, t_interval, welch_interval
+from dicelab.analysis.ablation import ablation_table
+from dicelab.analysis.design import SweptParam, swept_params
+from dicelab.analysis.importance import Importance, parameter_importance
+from dicelab.analysis.intervals import Interval, t_interval, welch_interval
+from dicelab.analysis.observations import AnalysisOptions, observations
+from dicelab.analysis.paper import PaperNumbers, paper_from_config
+from dicelab.analysis.publishing import default_report_dir
+from dicelab.analysis.report import Report, build_report
+from dicelab.analysis.runs import RunSet, load_histories, load_runs
+from dicelab.analysis.sensitivity import sensitivity_curves
 
 __all__ = [
     "AnalysisOptions",

@@ -7,9 +7,9 @@ import contextlib
 
 from rich.console import Console
 
-from dicelab.analysis._loading import load_runs
-from dicelab.analysis._observations import AnalysisOptions
-from dicelab.analysis._report import build_report
+from dicelab.analysis.observations import AnalysisOptions
+from dicelab.analysis.report import build_report
+from dicelab.analysis.runs import load_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

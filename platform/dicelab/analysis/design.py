@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dicelab.analysis._observations import hyperparameter_columns
+from dicelab.analysis.observations import hyperparameter_columns
 
 _SHORT_NAMES = {"loss.name": "loss", "data.variant": "variant"}
 

@@ -12,8 +12,8 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dicelab.analysis._design import format_value, short_name
-from dicelab.analysis._observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
+from dicelab.analysis.design import format_value, short_name
+from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
 MAX_AXIS_LABELS = 10  # a parallel-coordinates axis labels each value up to this many, else min and max
@@ -29,12 +29,21 @@ def save_figure(figure: Figure, path: Path) -> Path:
 
 
 def sensitivity_figure(
-    curves: pd.DataFrame, points: pd.DataFrame, *, param: str, relation: str, y_label: str, title: str
+    curves: pd.DataFrame,
+    points: pd.DataFrame,
+    *,
+    param: str,
+    relation: str,
+    y_label: str,
+    title: str,
+    bounds: tuple[float, float] | None = None,
 ) -> Figure:
     """Mean over seeds per value (line), interval band, each seed (dots), optimum (star) and the paper (X).
 
     `curves` holds one figure's rows of `sensitivity_curves`; `points` its usable trials (`line`, x, value).
-    The optimum of each line is named in the legend, where labels cannot collide.
+    The optimum of each line is named in the legend, where labels cannot collide. A band that leaves
+    `bounds` (the metric's range) is cut there, with a caret marking the cut; the tables keep the interval.
+    The star's and the carets' collections carry gid "optimum" and "band-cut".
     """
     figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
@@ -55,6 +64,7 @@ def sensitivity_figure(
     distinct = np.unique(np.log10(values) if logarithmic else values)
     gap = float(np.diff(distinct).min()) if distinct.size > 1 else 1.0
     handles: list[Line2D] = []
+    cut = False
     for index, (line, rows) in enumerate(curves.groupby("line", sort=False)):
         color = _COLORS[index % len(_COLORS)]
         rows = rows.sort_values("x")
@@ -63,8 +73,6 @@ def sensitivity_figure(
         label = line
         if len(best):
             label += f"  (best {format_value(best['x'].iloc[0])}: {float(best['mean'].iloc[0]):.2f})"
-        elif rows["mean"].notna().any():
-            label += "  (no single best)"
             axes.scatter(
                 position(best["x"]),
                 best["mean"],
@@ -73,13 +81,25 @@ def sensitivity_figure(
                 color=color,
                 edgecolors="black",
                 zorder=4,
+                gid="optimum",
             )
+        elif rows["mean"].notna().any():
+            label += "  (no single best)"
         (handle,) = axes.plot(x, rows["mean"], marker="o", color=color, linewidth=2, label=label, zorder=3)
         handles.append(handle)
-        band = np.isfinite(rows["ci_low"].to_numpy(dtype=float))
-        axes.fill_between(
-            x, rows["ci_low"], rows["ci_high"], where=band, color=color, alpha=0.18, linewidth=0
-        )
+        low, high = rows["ci_low"].to_numpy(dtype=float), rows["ci_high"].to_numpy(dtype=float)
+        band = np.isfinite(low)
+        if bounds is not None:
+            cut_low, cut_high = band & (low < bounds[0]), band & (high > bounds[1])
+            low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+            for where, bound, marker in ((cut_low, bounds[0], "v"), (cut_high, bounds[1], "^")):
+                if where.any():
+                    cut = True
+                    axes.scatter(
+                        x[where], np.full(where.sum(), bound), marker=marker, s=40, color=color, zorder=4,
+                        gid="band-cut",
+                    )  # fmt: skip
+        axes.fill_between(x, low, high, where=band, color=color, alpha=0.18, linewidth=0)
         seeds = points[points["line"] == line]
         if len(seeds):
             crowd = int(seeds.groupby("x").size().max())  # many seeds: smaller, fainter dots
@@ -106,6 +126,18 @@ def sensitivity_figure(
             label="optimum (best mean)",
         ),
     ]
+    if cut:
+        extras.append(
+            Line2D(
+                [],
+                [],
+                marker="^",
+                linestyle="",
+                color="0.4",
+                markersize=6,
+                label="band cut at the metric's range",
+            )
+        )
     if len(paper):
         axes.scatter(position(paper["x"]), paper["paper"], marker="X", s=70, color="black", zorder=5)
         extras.append(

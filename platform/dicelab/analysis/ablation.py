@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dicelab.analysis._design import config_label, swept_params
-from dicelab.analysis._loading import RunSet
-from dicelab.analysis._observations import (
+from dicelab.analysis.design import config_label, swept_params
+from dicelab.analysis.intervals import t_interval, welch_interval
+from dicelab.analysis.observations import (
     LOSS,
     LOSS_ORDER,
     TASK,
@@ -20,7 +20,7 @@ from dicelab.analysis._observations import (
     observations,
     paper_order,
 )
-from dicelab.analysis._stats import t_interval, welch_interval
+from dicelab.analysis.runs import RunSet
 
 BASELINE_LOSS = "ce"
 ABLATION_COLUMNS = [

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from dicelab.analysis._loading import RunSet
+from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError, TrackingError
 from dicelab.tracking import conventions as names
 
@@ -114,6 +114,11 @@ def _resolved_metric(frame: pd.DataFrame, options: AnalysisOptions) -> pd.Series
             "pass --metric (e.g. --metric f1)"
         )
     return resolved.astype(str)
+
+
+def metric_range(unit: str) -> tuple[float, float] | None:
+    """The range a metric can take: percent scores lie in [0, 100]; a metric of unknown kind has none."""
+    return (0.0, 100.0) if unit == "%" else None
 
 
 def value_label(metric: str, unit: str, options: AnalysisOptions) -> str:

@@ -19,9 +19,9 @@ from optuna.distributions import (
 )
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator, get_param_importances
 
-from dicelab.analysis._design import swept_params
-from dicelab.analysis._loading import RunSet
-from dicelab.analysis._observations import LOSS, SEED, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis.design import swept_params
+from dicelab.analysis.observations import LOSS, SEED, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis.runs import RunSet
 
 MIN_TRIALS = 6  # below this, any importance is noise
 MAX_TRIALS = 1000  # fANOVA's trees grow with the trials; a fixed-seed sample keeps a scope to seconds

@@ -16,9 +16,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dicelab.analysis._paper import PaperNumbers, paper_from_config, paper_from_params
 from dicelab.analysis._run_tables import RunTables, read_histories, read_run_tables
 from dicelab.analysis._store import find_experiment, open_client, quiet_artifact_transfers
+from dicelab.analysis.paper import PaperNumbers, paper_from_config, paper_from_params
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 

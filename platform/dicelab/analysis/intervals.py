@@ -1,4 +1,4 @@
-"""Seed-to-seed statistics: Student-t confidence intervals of a mean and of a difference of means."""
+"""Seed-to-seed intervals through scipy: Student-t of a mean, Welch's of a difference of means."""
 
 from __future__ import annotations
 
@@ -36,8 +36,10 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
     if n == 1:
         return Interval(1, n_nan, mean, math.nan, math.nan, math.nan)
     std = float(finite.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df=n - 1)) * std / math.sqrt(n)
-    return Interval(n, n_nan, mean, std, mean - half, mean + half)
+    if std == 0.0:  # scipy gives NaN bounds for a zero scale; identical seeds leave no spread
+        return Interval(n, n_nan, mean, 0.0, mean, mean)
+    low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=float(stats.sem(finite)))
+    return Interval(n, n_nan, mean, std, float(low), float(high))
 
 
 def welch_interval(
@@ -52,10 +54,7 @@ def welch_interval(
     diff = float(a.mean() - b.mean())
     if a.size < 2 or b.size < 2:
         return diff, math.nan, math.nan
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    if se == 0.0:  # identical values within each group: the difference is exact
+    if a.var(ddof=1) == 0.0 and b.var(ddof=1) == 0.0:  # constant groups: the difference is exact
         return diff, diff, diff
-    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df=df)) * se
-    return diff, diff - half, diff + half
+    interval = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
+    return diff, float(interval.low), float(interval.high)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from dicelab.analysis._design import SweptParam, config_label, swept_params
-from dicelab.analysis._loading import RunSet
-from dicelab.analysis._observations import (
+from dicelab.analysis.design import SweptParam, config_label, swept_params
+from dicelab.analysis.intervals import t_interval
+from dicelab.analysis.observations import (
     LOSS,
     TASK,
     VARIANT,
@@ -20,8 +20,8 @@ from dicelab.analysis._observations import (
     observations,
     paper_order,
 )
-from dicelab.analysis._paper import PaperNumbers
-from dicelab.analysis._stats import t_interval
+from dicelab.analysis.paper import PaperNumbers
+from dicelab.analysis.runs import RunSet
 
 # Another swept param with at most this many values splits the curves into lines; one with more values
 # (a random search over it) is averaged over, and the curve says so in `averaged_over`.

@@ -1,0 +1,24 @@
+"""How the report writes numbers, intervals, counts and file names."""
+
+from __future__ import annotations
+
+import math
+import re
+
+
+def number(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else "—"
+
+
+def interval(low: float, high: float, *, signed: bool = False) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "—"
+    return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"

@@ -1,0 +1,64 @@
+"""Where a report goes: its folder (an older report swapped out whole, never a foreign folder) and MLflow."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from dicelab.analysis._format import slug
+from dicelab.analysis._store import quiet_artifact_transfers
+from dicelab.analysis.runs import RunSet
+from dicelab.errors import DicelabError, TrackingError
+from dicelab.tracking import conventions as names
+
+
+def default_report_dir(experiment: str) -> Path:
+    return Path.cwd() / ".dicelab" / "reports" / slug(experiment)
+
+
+def check_replaceable(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "report.md").is_file())):
+        raise DicelabError(f"{out} exists and is not a dicelab report folder; choose another --out")
+
+
+def replace_dir(staging: Path, out: Path) -> None:
+    """Swap the finished report in; an older report in `out` is removed only once the new one is in place."""
+    check_replaceable(out)
+    if not out.exists():
+        staging.rename(out)
+        return
+    old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+    out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def log_report(runs: RunSet, out: Path) -> str:
+    """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run)."""
+    client = MlflowClient(tracking_uri=runs.tracking_uri)
+    try:
+        run_id = runs.report_run or _analysis_run(client, runs.experiment_ids[runs.experiments[0]])
+        with quiet_artifact_transfers():
+            client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
+    except (MlflowException, OSError) as error:
+        raise TrackingError(f"the report is in {out} but logging it to MLflow failed: {error}") from None
+    return run_id
+
+
+def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
+    """The experiment's "analysis" run (created once) for experiments without a sweep parent run."""
+    existing = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{names.ROLE}` = '{names.ROLE_ANALYSIS}'",
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+    )
+    if existing:
+        return existing[0].info.run_id
+    run = client.create_run(experiment_id, run_name="analysis", tags={names.ROLE: names.ROLE_ANALYSIS})
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
