@@ -17,6 +17,7 @@ from dicelab.analysis.observations import (
     VARIANT,
     VARIANT_ORDER,
     AnalysisOptions,
+    exclusion_counts,
     observations,
     paper_order,
 )
@@ -34,6 +35,7 @@ ABLATION_COLUMNS = [
     "configs",
     "n",
     "n_failed",
+    "n_degenerate",
     "n_missing",
     "mean",
     "std",
@@ -80,7 +82,6 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
                 values = chosen.loc[chosen["usable"], "value"].to_numpy(dtype=float)
                 cells[(str(loss), str(variant))] = values
                 interval = t_interval(values, options.confidence)
-                n_failed = int((~chosen["outcome"].isin(options.counted_outcomes)).sum())
                 table_rows.append(
                     {
                         "experiment": experiment,
@@ -92,8 +93,7 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
                         "config": config_label((name, chosen[name].iloc[0]) for name in shown),
                         "configs": len(configs),
                         "n": interval.n,
-                        "n_failed": n_failed,
-                        "n_missing": len(chosen) - interval.n - n_failed,
+                        **exclusion_counts(chosen, options),
                         "mean": interval.mean,
                         "std": interval.std,
                         "ci_low": interval.low,

@@ -6,7 +6,7 @@ from scipy import stats
 
 from dicelab.analysis._format import count
 from dicelab.analysis.context import ReportContext
-from dicelab.analysis.observations import LOSS, SEED, TASK, VARIANT, metric_label
+from dicelab.analysis.observations import DEGENERATE, LOSS, SEED, TASK, VARIANT, metric_label
 from dicelab.tracking import conventions as names
 
 
@@ -24,6 +24,12 @@ def caveats(ctx: ReportContext) -> list[str]:
         notes.append(
             f"{count(nan + missing, 'finished trial')} without a finite value "
             f"({nan} NaN/inf, {missing} not logged): counted as missing, not averaged."
+        )
+    degenerate = int((obs["exclusion"] == DEGENERATE).sum())
+    if degenerate:
+        notes.append(
+            f"{count(degenerate, 'trial')} degenerate (predicted a single class, no positive or no entity): "
+            "left out of every mean and comparison, listed under 'Trials not counted' with the reason."
         )
     early = int((obs["outcome"] == names.EARLY_STOPPED).sum())
     if early:

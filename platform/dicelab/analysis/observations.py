@@ -26,6 +26,7 @@ BOOKKEEPING_KEYS = ("data.cache_dir", "train.num_threads", "train.log_every_step
 LOSS_ORDER = ("ce", "wce", "focal", "dice", "tversky", "dsc")  # the paper's order; others follow by name
 VARIANT_ORDER = ("original", "+positive", "+negative", "-negative", "+positive+negative")
 MISSING_LABEL = "n/a"  # a group key the runs did not log (e.g. no data.variant param)
+DEGENERATE = "degenerate"  # the exclusion of a trial tagged dicelab.degenerate
 
 _METRIC_LABELS = {"f1": "F1", "macro_f1": "macro F1", "em": "EM", "accuracy": "accuracy"}
 
@@ -51,6 +52,18 @@ class AnalysisOptions:
         return (names.COMPLETED, names.EARLY_STOPPED) if self.include_early_stopped else (names.COMPLETED,)
 
 
+def exclusion_counts(rows: pd.DataFrame, options: AnalysisOptions) -> dict[str, int]:
+    """n_failed (outcome not counted), n_degenerate, n_missing (no finite value) among `rows`."""
+    failed = ~rows["outcome"].isin(options.counted_outcomes)
+    degenerate = ~failed & (rows["exclusion"] == DEGENERATE)
+    missing = ~failed & ~degenerate & ~rows["usable"]
+    return {
+        "n_failed": int(failed.sum()),
+        "n_degenerate": int(degenerate.sum()),
+        "n_missing": int(missing.sum()),
+    }
+
+
 def paper_order(name: str, preferred: tuple[str, ...]) -> tuple[int, str]:
     """Sort key: names in the paper's order first, the rest alphabetically."""
     return (preferred.index(name) if name in preferred else len(preferred), name)
@@ -63,8 +76,9 @@ def metric_label(metric: str) -> str:
 def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     """The trials with `metric`, `value` (scaled to the paper's unit), `unit`, `usable` and `exclusion`.
 
-    A trial is usable when its outcome counts (completed, early_stopped unless excluded) and its value is
-    finite; every other trial keeps its row with `exclusion` saying why (failed, NaN metric, ...).
+    A trial is usable when its outcome counts (completed, early_stopped unless excluded), its value is
+    finite and it is not tagged degenerate; every other trial keeps its row with `exclusion` saying why
+    (failed, NaN metric, degenerate, ...).
     Metrics whose values all lie in [0, 1] are shown in percent, like the paper's tables.
     """
     frame = runs.trials.copy()
@@ -82,12 +96,16 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     counted = frame["outcome"].isin(options.counted_outcomes).to_numpy()
     # MLflow stores +-inf as +-float max, so those count as infinite too.
     finite = np.isfinite(raw) & (np.abs(raw) < sys.float_info.max)
+    degenerate = (
+        frame["degenerate"].notna().to_numpy() if "degenerate" in frame else np.zeros(len(frame), bool)
+    )
     frame["exclusion"] = np.select(
-        [~counted, ~present, ~finite],
-        [frame["outcome"].astype(str), "metric not logged", "metric is NaN or inf"],
+        [~counted, ~present, ~finite, degenerate],
+        [frame["outcome"].astype(str), "metric not logged", "metric is NaN or inf", DEGENERATE],
         default="",
     )
-    frame["usable"] = counted & finite
+    # A degenerate trial (one class predicted) keeps its value in trials.csv but enters no mean.
+    frame["usable"] = counted & finite & ~degenerate
     frame["scale"] = 1.0
     for _metric, rows in frame.groupby("metric", sort=False).groups.items():
         positions = frame.index.get_indexer(rows)

@@ -32,6 +32,8 @@ TAG_COLUMNS = {
     names.OUTCOME: "outcome",
     names.REASON: "reason",
     names.PRIMARY_METRIC: "metric",
+    names.DEGENERATE: "degenerate",  # why a trial's predictions are degenerate (one class), if they are
+    names.RACE_DECISION: "race_decision",  # on a seed race's parent run
 }
 # Columns every trial row has besides its params (dotted keys) and metrics (MLflow metric names).
 META_COLUMNS = (

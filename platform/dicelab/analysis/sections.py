@@ -15,6 +15,7 @@ from dicelab.analysis.context import ReportContext
 from dicelab.analysis.design import format_value, short_name, swept_params
 from dicelab.analysis.document import Block, Bullets, Heading, Image, Table, Text
 from dicelab.analysis.observations import (
+    DEGENERATE,
     LOSS,
     LOSS_ORDER,
     SEED,
@@ -251,14 +252,14 @@ def _sensitivity_figure(ctx: ReportContext, rows: pd.DataFrame, lines: list[Curv
 
 def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
     show_paper = rows["paper"].notna().any()
-    show_failed = bool((rows["n_failed"] + rows["n_missing"] > 0).any())
+    show_failed = bool((rows["n_failed"] + rows["n_degenerate"] + rows["n_missing"] > 0).any())
     header = ["line", short_name(param), "n", "mean", f"{ctx.level} CI"]
-    header += ["failed / missing"] if show_failed else []
+    header += ["failed / degenerate / missing"] if show_failed else []
     header += ["paper"] if show_paper else []
     table_rows = []
     for r in rows.itertuples():
         row = [r.line, format_value(r.x), str(r.n), number(r.mean), interval(r.ci_low, r.ci_high)]
-        row += [f"{r.n_failed} / {r.n_missing}"] if show_failed else []
+        row += [f"{r.n_failed} / {r.n_degenerate} / {r.n_missing}"] if show_failed else []
         row += [number(r.paper) if math.isfinite(r.paper) else ""] if show_paper else []
         if r.is_optimum:
             row[1] = f"**{row[1]}** (best)"
@@ -443,7 +444,7 @@ def excluded_trials(ctx: ReportContext) -> list[Block]:
             str(r[VARIANT]),
             format_value(r[SEED]) if SEED in r and pd.notna(r[SEED]) else "",
             r["exclusion"],
-            str(r["reason"]) if pd.notna(r["reason"]) else "",
+            _why_excluded(r),
         ]
         for _, r in listed.iterrows()
     ]
@@ -466,6 +467,14 @@ def excluded_trials(ctx: ReportContext) -> list[Block]:
             )
         )
     return blocks
+
+
+def _why_excluded(row: pd.Series) -> str:
+    """The run's own reason: the engine's for a failure, the degenerate tag's for a degenerate trial."""
+    for column in ("degenerate", "reason") if row["exclusion"] == DEGENERATE else ("reason",):
+        if column in row and pd.notna(row[column]):
+            return str(row[column])
+    return ""
 
 
 def files(ctx: ReportContext, tables: dict[str, pd.DataFrame]) -> list[Block]:
@@ -494,6 +503,8 @@ def _cell(cells: pd.DataFrame, loss: str, variant: str, usual_n: int) -> str:
         extras.append(f"n={row['n']}" + (", no CI" if row["n"] == 1 else ""))
     if row["n_failed"]:
         extras.append(f"{row['n_failed']} failed")
+    if row["n_degenerate"]:
+        extras.append(f"{row['n_degenerate']} degenerate")
     if row["n_missing"]:
         extras.append(f"{row['n_missing']} missing")
     text = "—" if row["n"] == 0 else number(row["mean"])

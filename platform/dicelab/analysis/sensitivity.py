@@ -17,6 +17,7 @@ from dicelab.analysis.observations import (
     VARIANT,
     VARIANT_ORDER,
     AnalysisOptions,
+    exclusion_counts,
     observations,
     paper_order,
 )
@@ -41,6 +42,7 @@ CURVE_COLUMNS = [
     "x",
     "n",
     "n_failed",
+    "n_degenerate",
     "n_missing",
     "mean",
     "std",
@@ -76,7 +78,8 @@ def sensitivity_curves(runs: RunSet, options: AnalysisOptions | None = None) -> 
 
     A curve is a (task, metric, loss, swept param) figure's line: one per experiment x data variant x
     value of any other swept param with few values. `n` counts the usable seeds; failed trials and
-    missing / NaN metrics are counted in `n_failed` and `n_missing`, never averaged in.
+    degenerate trials and missing / NaN metrics are counted in `n_failed`, `n_degenerate` and `n_missing`,
+    never averaged in.
     """
     options = options or AnalysisOptions()
     obs = observations(runs, options)
@@ -124,7 +127,6 @@ def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: Analysi
         paper = _paper_for_line(runs, line, variants[(line.experiment, line.task, line.loss)])
         for x, cell in line.trials.groupby(line.param.name, sort=True):
             interval = t_interval(cell.loc[cell["usable"], "value"], options.confidence)
-            n_failed = int((~cell["outcome"].isin(options.counted_outcomes)).sum())
             rows.append(
                 {
                     "experiment": line.experiment,
@@ -140,8 +142,7 @@ def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: Analysi
                     "averaged_over": line.averaged_over,
                     "x": x,
                     "n": interval.n,
-                    "n_failed": n_failed,
-                    "n_missing": len(cell) - interval.n - n_failed,
+                    **exclusion_counts(cell, options),
                     "mean": interval.mean,
                     "std": interval.std,
                     "ci_low": interval.low,
