@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from dicelab.config import load_config
+from dicelab.experiment import load_experiment
 from dicelab.sweeps.space import plan_sweep
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments" / "paper"
@@ -57,7 +57,7 @@ PARAMETERS = {
 
 
 def estimate(path: Path, tflops: float) -> tuple[str, int, float]:
-    config = load_config(path)
+    config = load_experiment(path)
     plan = plan_sweep(config, str(path))
     parameters = PARAMETERS[config.model.backbone]
     dataset = config.data.name or config.data.path or ""

@@ -76,23 +76,24 @@ def timed(args: list[str], cwd: Path) -> float:
 def _plain_trial(config_data: dict[str, Any], inputs: Any, uri: str) -> float:
     import torch
 
-    from dicelab.config import config_from_dict
+    from dicelab.experiment import experiment_from_dict
     from dicelab.training import run_trial
     from dicelab.training.reporters import MlflowReporter
 
     torch.set_num_threads(1)
-    config = config_from_dict(config_data, "plain")
+    config = experiment_from_dict(config_data, "plain")
     result = run_trial(config, MlflowReporter(uri, "bench-plain"), inputs=inputs)
     return result.best_metrics.get("f1", float("nan"))
 
 
 def run_plain(config_path: Path) -> None:
-    from dicelab.config import config_to_dict, load_config
+    from dicelab.config import config_to_dict
+    from dicelab.experiment import load_experiment
     from dicelab.sweeps.space import plan_sweep
     from dicelab.tracking import check_tracking, default_tracking_uri
     from dicelab.training import prepare_inputs
 
-    plan = plan_sweep(load_config(config_path), str(config_path))
+    plan = plan_sweep(load_experiment(config_path), str(config_path))
     configs = [plan.trial_config(point) for point in plan.points()]
     uri = default_tracking_uri()
     check_tracking(uri)
@@ -115,12 +116,12 @@ def run_hf(config_path: Path) -> None:
         TrainingArguments,
     )
 
-    from dicelab.config import load_config
+    from dicelab.experiment import load_experiment
     from dicelab.tasks.backbones import build_encoder
     from dicelab.training import prepare_inputs
 
     torch.set_num_threads(1)
-    config = load_config(config_path)
+    config = load_experiment(config_path)
     inputs = prepare_inputs(config)
     tokenizer = inputs.tokenizer
     encoder_config = build_encoder(config.model, tokenizer, max_positions=config.data.max_length).config

@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from dicelab.config import ExperimentConfig, load_config
+from dicelab.config import ExperimentConfig
+from dicelab.experiment import load_experiment
 from dicelab.losses import LOSSES, build_loss
 from dicelab.tasks import TASKS
 from dicelab.training import Reporter, TrialInputs, prepare_inputs, run_trial
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     args = parser.parse_args()
 
-    config = load_config(args.config, args.set)
+    config = load_experiment(args.config, args.set)
     if config.train.num_threads is not None:
         torch.set_num_threads(config.train.num_threads)  # Trainer runs under the same thread count
     inputs = prepare_inputs(config)

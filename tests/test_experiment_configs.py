@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dicelab.config import load_config
+from dicelab.experiment import load_experiment
 from dicelab.sweeps.space import plan_sweep
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -26,7 +26,7 @@ def test_there_are_configs() -> None:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.relative_to(EXPERIMENTS).as_posix())
 def test_config_validates(path: Path) -> None:
-    config = load_config(path)
+    config = load_experiment(path)
     if config.search is None:
         return
     plan = plan_sweep(config, str(path))
@@ -39,7 +39,7 @@ def test_config_validates(path: Path) -> None:
 
 def test_paper_configs_record_the_papers_numbers() -> None:
     for path in sorted((EXPERIMENTS / "paper").glob("*.yaml")):
-        config = load_config(path)
+        config = load_experiment(path)
         if config.search is None:
             continue
         assert config.paper is not None and "metric" in config.paper, f"{path}: no paper section"
@@ -47,7 +47,7 @@ def test_paper_configs_record_the_papers_numbers() -> None:
 
 
 def test_table8_grid_covers_every_variant_and_loss() -> None:
-    config = load_config(EXPERIMENTS / "paper" / "table8_qqp_variants.yaml")
+    config = load_experiment(EXPERIMENTS / "paper" / "table8_qqp_variants.yaml")
     points = plan_sweep(config).points()
     variants = {point["data.variant"] for point in points}
     assert variants == {"original", "+positive", "+negative", "-negative", "+positive+negative"}
@@ -56,7 +56,7 @@ def test_table8_grid_covers_every_variant_and_loss() -> None:
 
 
 def test_tversky_sweeps_tie_beta_to_alpha() -> None:
-    config = load_config(EXPERIMENTS / "paper" / "table10_tversky_quoref.yaml")
+    config = load_experiment(EXPERIMENTS / "paper" / "table10_tversky_quoref.yaml")
     plan = plan_sweep(config)
     for point in plan.points():
         trial = plan.trial_config(point)

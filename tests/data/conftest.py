@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dicelab.config import ExperimentConfig
+from dicelab.data import RawDataset, load_raw_dataset
 
 SHARED_MRPC = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mrpc"
 
@@ -22,6 +23,17 @@ def make_config(tmp_path: Path) -> Callable[..., ExperimentConfig]:
         return ExperimentConfig.model_validate({"name": "data-test", "data": data, "task": {"name": task}})
 
     return make
+
+
+@pytest.fixture
+def load_raw() -> Callable[[ExperimentConfig], RawDataset]:
+    """`load_raw(config)`: `load_raw_dataset` given the family of the config's registered task."""
+    from dicelab.tasks import TASKS
+
+    def load(config: ExperimentConfig) -> RawDataset:
+        return load_raw_dataset(config, TASKS.get(config.task.name).family)
+
+    return load
 
 
 @pytest.fixture

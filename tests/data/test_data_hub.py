@@ -5,7 +5,7 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from dicelab.data import load_raw_dataset, read_hub_split
+from dicelab.data import read_hub_split
 from dicelab.data.hub import resolve_hub_name
 from dicelab.errors import DataError
 
@@ -63,14 +63,14 @@ def test_dev_falls_back_to_validation(glue_like):
         read_hub_split(glue_like, "test")
 
 
-def test_hub_source(glue_like, make_config):
-    raw = load_raw_dataset(make_config(source="hub", name=glue_like))
+def test_hub_source(glue_like, make_config, load_raw):
+    raw = load_raw(make_config(source="hub", name=glue_like))
     assert raw.label_names == ["0", "1"]  # from the ClassLabel, in id order
     assert (len(raw.train), len(raw.dev)) == (4, 2)
     assert raw.description.startswith(f"hub {glue_like}")
 
 
-def test_tag_ids_become_class_label_names(tmp_path, make_config):
+def test_tag_ids_become_class_label_names(tmp_path, make_config, load_raw):
     features = datasets.Features(
         {
             "tokens": datasets.Sequence(datasets.Value("string")),
@@ -87,7 +87,7 @@ def test_tag_ids_become_class_label_names(tmp_path, make_config):
         ["B-ORG", "O", "B-MISC", "O"],
         ["B-PER", "I-PER"],
     ]
-    raw = load_raw_dataset(make_config(task="token_tagging", source="hub", name=name))
+    raw = load_raw(make_config(task="token_tagging", source="hub", name=name))
     assert raw.label_names == NER_NAMES
 
 

@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 
-from dicelab.data import family_of, load_raw_dataset
 from dicelab.errors import ConfigError, DataError
 
 HEADER = "sentence1\tsentence2\tlabel\n"
@@ -23,8 +22,8 @@ def pair_dir(tmp_path, write):
     return tmp_path / "glue"
 
 
-def test_local_source_finds_split_files_by_name(make_config, pair_dir):
-    raw = load_raw_dataset(make_config(source="local", path=str(pair_dir)))
+def test_local_source_finds_split_files_by_name(make_config, load_raw, pair_dir):
+    raw = load_raw(make_config(source="local", path=str(pair_dir)))
     assert raw.family == "pairs"
     assert raw.label_names == ["0", "1"]
     assert (len(raw.train), len(raw.dev)) == (8, 3)
@@ -33,117 +32,107 @@ def test_local_source_finds_split_files_by_name(make_config, pair_dir):
     assert len(raw.fingerprint) == 64
 
 
-def test_splits_may_name_files(make_config, pair_dir):
+def test_splits_may_name_files(make_config, load_raw, pair_dir):
     shutil.copy(pair_dir / "dev.tsv", pair_dir / "held_out.tsv")
-    raw = load_raw_dataset(
+    raw = load_raw(
         make_config(source="local", path=str(pair_dir), splits={"train": "train.tsv", "dev": "held_out"})
     )
     assert len(raw.dev) == 3
 
 
-def test_split_file_errors(make_config, pair_dir, tmp_path):
+def test_split_file_errors(make_config, load_raw, pair_dir, tmp_path):
     with pytest.raises(DataError, match=r"test: cannot read \(no such file; also tried \.tsv"):
-        load_raw_dataset(
-            make_config(source="local", path=str(pair_dir), splits={"train": "train", "dev": "test"})
-        )
+        load_raw(make_config(source="local", path=str(pair_dir), splits={"train": "train", "dev": "test"}))
     shutil.copy(pair_dir / "dev.tsv", pair_dir / "dev.csv")
     with pytest.raises(DataError, match=r"several files for 'dev' \(dev\.tsv, dev\.csv\)"):
-        load_raw_dataset(make_config(source="local", path=str(pair_dir)))
+        load_raw(make_config(source="local", path=str(pair_dir)))
     with pytest.raises(DataError, match=r"absent: cannot read \(not a directory"):
-        load_raw_dataset(make_config(source="local", path=str(tmp_path / "absent")))
+        load_raw(make_config(source="local", path=str(tmp_path / "absent")))
     with pytest.raises(ConfigError, match=r"data\.path"):
-        load_raw_dataset(make_config(source="local"))
+        load_raw(make_config(source="local"))
 
 
-def test_empty_split(make_config, pair_dir, write):
+def test_empty_split(make_config, load_raw, pair_dir, write):
     write("glue/dev.tsv", HEADER)
     with pytest.raises(DataError, match=r"dev\.tsv: split 'dev' is empty"):
-        load_raw_dataset(make_config(source="local", path=str(pair_dir)))
+        load_raw(make_config(source="local", path=str(pair_dir)))
 
 
-def test_dev_label_outside_the_training_labels(make_config, pair_dir, write):
+def test_dev_label_outside_the_training_labels(make_config, load_raw, pair_dir, write):
     write("glue/dev.tsv", pairs("0", "1", "2"))
     with pytest.raises(DataError, match=r"dev\.tsv:4: label '2' not in label set \[0, 1\]"):
-        load_raw_dataset(make_config(source="local", path=str(pair_dir)))
+        load_raw(make_config(source="local", path=str(pair_dir)))
 
 
-def test_declared_label_set_and_positive_label(make_config, pair_dir):
-    raw = load_raw_dataset(make_config(source="local", path=str(pair_dir), labels=["1", "0"]))
+def test_declared_label_set_and_positive_label(make_config, load_raw, pair_dir):
+    raw = load_raw(make_config(source="local", path=str(pair_dir), labels=["1", "0"]))
     assert raw.label_names == ["0", "1"]  # the positive label "1" goes last
-    raw = load_raw_dataset(make_config(source="local", path=str(pair_dir), positive_label="0"))
+    raw = load_raw(make_config(source="local", path=str(pair_dir), positive_label="0"))
     assert raw.label_names == ["1", "0"]
     with pytest.raises(DataError, match=r"train\.tsv:2: label '1' not in label set \[0, 2\]"):
-        load_raw_dataset(
-            make_config(source="local", path=str(pair_dir), labels=["0", "2"], positive_label="2")
-        )
+        load_raw(make_config(source="local", path=str(pair_dir), labels=["0", "2"], positive_label="2"))
     with pytest.raises(ConfigError, match=r"data\.positive_label': 'yes' is not a label"):
-        load_raw_dataset(make_config(source="local", path=str(pair_dir), positive_label="yes"))
+        load_raw(make_config(source="local", path=str(pair_dir), positive_label="yes"))
 
 
-def test_multiclass_labels_in_numeric_order(make_config, write, tmp_path):
+def test_multiclass_labels_in_numeric_order(make_config, load_raw, write, tmp_path):
     write("sst5/train.tsv", "sentence\tlabel\n" + "".join(f"s{i}\t{i % 11}\n" for i in range(22)))
     write("sst5/dev.tsv", "sentence\tlabel\nx\t10\n")
-    raw = load_raw_dataset(make_config(source="local", path=str(tmp_path / "sst5")))
+    raw = load_raw(make_config(source="local", path=str(tmp_path / "sst5")))
     assert raw.label_names == [str(i) for i in range(11)]
 
 
-def test_limits_keep_a_seeded_sample_in_file_order(make_config, pair_dir):
+def test_limits_keep_a_seeded_sample_in_file_order(make_config, load_raw, pair_dir):
     config = make_config(source="local", path=str(pair_dir), max_train_examples=5, max_dev_examples=2)
-    first, second = load_raw_dataset(config), load_raw_dataset(config)
+    first, second = load_raw(config), load_raw(config)
     assert (len(first.train), len(first.dev)) == (5, 2)
     assert first.train.equals(second.train) and first.fingerprint == second.fingerprint
     numbers = [int(text.split()[1]) for text in first.train["text_a"]]
     assert numbers == sorted(numbers)
-    assert first.fingerprint != load_raw_dataset(make_config(source="local", path=str(pair_dir))).fingerprint
+    assert first.fingerprint != load_raw(make_config(source="local", path=str(pair_dir))).fingerprint
 
 
-def test_fingerprint_follows_content_not_location(make_config, pair_dir, tmp_path, write):
+def test_fingerprint_follows_content_not_location(make_config, load_raw, pair_dir, tmp_path, write):
     copy = shutil.copytree(pair_dir, tmp_path / "copy")
-    original = load_raw_dataset(make_config(source="local", path=str(pair_dir))).fingerprint
-    assert load_raw_dataset(make_config(source="local", path=str(copy))).fingerprint == original
+    original = load_raw(make_config(source="local", path=str(pair_dir))).fingerprint
+    assert load_raw(make_config(source="local", path=str(copy))).fingerprint == original
     write("copy/dev.tsv", pairs("0", "1", "1"))  # same size, one byte changed
-    assert load_raw_dataset(make_config(source="local", path=str(copy))).fingerprint != original
+    assert load_raw(make_config(source="local", path=str(copy))).fingerprint != original
 
 
-def test_source_family_must_match_the_task(make_config):
+def test_source_family_must_match_the_task(make_config, load_raw):
     with pytest.raises(
         ConfigError, match=r"'synthetic_pairs' gives pairs data, task 'token_tagging' needs tagging"
     ):
-        load_raw_dataset(
+        load_raw(
             make_config(task="token_tagging", source="synthetic_pairs", synthetic={"n_train": 5, "n_dev": 5})
         )
 
 
-def test_family_of_builtin_tasks():
-    assert family_of("pair_classification") == "pairs"
-    assert family_of("token_tagging") == "tagging"
-    assert family_of("span_extraction") == "spans"
-
-
-def test_tagging_label_set_is_inferred_with_both_prefixes(make_config, write, tmp_path):
+def test_tagging_label_set_is_inferred_with_both_prefixes(make_config, load_raw, write, tmp_path):
     write("ner/train.txt", "Oslo B-LOC\nis O\n\nPeter B-PER\nSmith I-PER\n")
     write("ner/dev.txt", "New B-LOC\nYork I-LOC\n\nAnn B-PER\n")
-    raw = load_raw_dataset(make_config(task="token_tagging", source="local", path=str(tmp_path / "ner")))
+    raw = load_raw(make_config(task="token_tagging", source="local", path=str(tmp_path / "ner")))
     assert raw.label_names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     write("ner/dev.txt", "Reuters B-ORG\n")
     with pytest.raises(DataError, match=r"dev\.txt:1: tag 'B-ORG' not in label set"):
-        load_raw_dataset(make_config(task="token_tagging", source="local", path=str(tmp_path / "ner")))
+        load_raw(make_config(task="token_tagging", source="local", path=str(tmp_path / "ner")))
 
 
-def test_variant_on_non_pair_data_is_refused(make_config):
+def test_variant_on_non_pair_data_is_refused(make_config, load_raw):
     with pytest.raises(ConfigError, match=r"data\.variant': resampling variants apply to pairs data"):
-        load_raw_dataset(make_config(task="token_tagging", source="synthetic_tagging", variant="+positive"))
+        load_raw(make_config(task="token_tagging", source="synthetic_tagging", variant="+positive"))
 
 
-def test_resampling_variant_is_applied_and_fingerprinted(make_config):
+def test_resampling_variant_is_applied_and_fingerprinted(make_config, load_raw):
     synthetic = {"n_train": 200, "n_dev": 20, "positive_rate": 0.25}
-    original = load_raw_dataset(make_config(source="synthetic_pairs", synthetic=synthetic))
-    raw = load_raw_dataset(make_config(source="synthetic_pairs", synthetic=synthetic, variant="-negative"))
+    original = load_raw(make_config(source="synthetic_pairs", synthetic=synthetic))
+    raw = load_raw(make_config(source="synthetic_pairs", synthetic=synthetic, variant="-negative"))
     assert raw.manifest is not None
     assert (raw.train["label"] == "1").mean() == pytest.approx(0.5)
     assert len(raw.train) == 100 and raw.dev.equals(original.dev)
     assert raw.fingerprint != original.fingerprint
-    again = load_raw_dataset(make_config(source="synthetic_pairs", synthetic=synthetic, variant="-negative"))
+    again = load_raw(make_config(source="synthetic_pairs", synthetic=synthetic, variant="-negative"))
     assert again.fingerprint == raw.fingerprint
 
 
@@ -158,16 +147,16 @@ MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
         ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\ta\tb\t2\n", 2),  # QQP
     ],
 )
-def test_glue_binary_layouts_reject_other_labels(make_config, tmp_path, write, train, bad_line):
+def test_glue_binary_layouts_reject_other_labels(make_config, load_raw, tmp_path, write, train, bad_line):
     """QQP and MRPC labels are 0/1: a '7' is a broken row, not a second class of a new label set."""
     write("glue/train.tsv", train)
     write("glue/dev.tsv", MRPC_HEADER + "1\t1\t2\ta\tb\n")
     with pytest.raises(DataError, match=rf"train\.tsv:{bad_line}: label '[27]' not in label set \[0, 1\]"):
-        load_raw_dataset(make_config(source="local", path=str(tmp_path / "glue")))
+        load_raw(make_config(source="local", path=str(tmp_path / "glue")))
 
 
-def test_glue_binary_layout_label_set_even_when_train_has_one_class(make_config, tmp_path, write):
+def test_glue_binary_layout_label_set_even_when_train_has_one_class(make_config, load_raw, tmp_path, write):
     write("glue/train.tsv", MRPC_HEADER + "1\t1\t2\ta\tb\n1\t3\t4\tc\td\n")
     write("glue/dev.tsv", MRPC_HEADER + "0\t1\t2\ta\tb\n")
-    raw = load_raw_dataset(make_config(source="local", path=str(tmp_path / "glue")))
+    raw = load_raw(make_config(source="local", path=str(tmp_path / "glue")))
     assert raw.label_names == ["0", "1"]

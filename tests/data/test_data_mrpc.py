@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dicelab.data import load_raw_dataset, read_split_file
+from dicelab.data import read_split_file
 
 
 def test_mrpc_files(mrpc_dir):
@@ -18,7 +18,7 @@ def test_mrpc_files(mrpc_dir):
     assert (train["text_a"].str.len() > 0).all() and (train["text_b"].str.len() > 0).all()
 
 
-def test_mrpc_through_the_local_source(mrpc_dir, make_config):
-    raw = load_raw_dataset(make_config(source="local", path=str(mrpc_dir)))
+def test_mrpc_through_the_local_source(mrpc_dir, make_config, load_raw):
+    raw = load_raw(make_config(source="local", path=str(mrpc_dir)))
     assert raw.label_names == ["0", "1"]
     assert (len(raw.train), len(raw.dev)) == (3668, 408)

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from dicelab.data import load_raw_dataset
 from dicelab.data.iob import to_iob2
 from dicelab.data.synthetic import TAGS, generate_pairs, generate_spans, generate_tagging
 
@@ -94,14 +93,11 @@ def test_spans_offsets_and_unanswerable_rate(rate):
         ("synthetic_spans", "span_extraction", []),
     ],
 )
-def test_synthetic_sources(make_config, source, task, labels):
+def test_synthetic_sources(make_config, load_raw, source, task, labels):
     synthetic = {"n_train": 40, "n_dev": 10, "seed": 3, "unanswerable_rate": 0.2}
-    raw = load_raw_dataset(make_config(task=task, source=source, synthetic=synthetic))
+    raw = load_raw(make_config(task=task, source=source, synthetic=synthetic))
     assert raw.label_names == labels
     assert (len(raw.train), len(raw.dev)) == (40, 10)
-    assert (
-        raw.fingerprint
-        == load_raw_dataset(make_config(task=task, source=source, synthetic=synthetic)).fingerprint
-    )
-    bigger = load_raw_dataset(make_config(task=task, source=source, synthetic={**synthetic, "n_train": 50}))
+    assert raw.fingerprint == load_raw(make_config(task=task, source=source, synthetic=synthetic)).fingerprint
+    bigger = load_raw(make_config(task=task, source=source, synthetic={**synthetic, "n_train": 50}))
     assert bigger.dev.equals(raw.dev)  # dev does not depend on the size of train

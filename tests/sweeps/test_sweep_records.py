@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from dicelab.config import load_config
+from dicelab.experiment import load_experiment
 from dicelab.sweeps import records
 from dicelab.sweeps.space import plan_sweep
 from dicelab.tracking import conventions as names
@@ -76,7 +76,7 @@ def test_best_metrics_of_a_stopped_run_come_from_its_history(client):
 
 
 def test_quickstart_is_a_valid_sweep_of_five_losses_with_two_seeds():
-    config = load_config(ROOT / "experiments" / "quickstart.yaml")
+    config = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     plan = plan_sweep(config, "quickstart.yaml")
     points = [plan.trial_data(point)[1] for point in plan.points()]
     assert plan.num_trials == 16 and plan.num_configurations == 8

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dicelab.config import config_from_dict
 from dicelab.errors import ConfigError
+from dicelab.experiment import experiment_from_dict
 from dicelab.sweeps.space import SweepPlan, named_spaces, plan_sweep
 
 BASE: dict[str, Any] = {
@@ -26,7 +26,7 @@ def sweep(search: dict[str, Any], **sections: Any) -> dict[str, Any]:
 
 
 def plan_of(search: dict[str, Any], **sections: Any) -> SweepPlan:
-    return plan_sweep(config_from_dict(sweep(search, **sections), "sweep.yaml"), "sweep.yaml")
+    return plan_sweep(experiment_from_dict(sweep(search, **sections), "sweep.yaml"), "sweep.yaml")
 
 
 def overrides(plan: SweepPlan) -> list[dict[str, Any]]:
@@ -35,7 +35,7 @@ def overrides(plan: SweepPlan) -> list[dict[str, Any]]:
 
 def config_error(search: dict[str, Any], **sections: Any) -> str:
     with pytest.raises(ConfigError) as caught:
-        config_from_dict(sweep(search, **sections), "sweep.yaml")
+        plan_of(search, **sections)
     message = str(caught.value)
     assert "\n" not in message and message.startswith("sweep.yaml")
     return message

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from dicelab.config import config_from_dict
+from dicelab.config import parse_config
 from dicelab.errors import TrackingError
 from dicelab.tracking import (
     artifact_location,
@@ -36,8 +36,8 @@ def test_default_store_is_an_absolute_sqlite_file_under_the_working_directory(tm
 
 def test_uri_precedence_is_flag_then_config_then_environment_then_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    configured = config_from_dict({"name": "x", "tracking": {"uri": "http://config:5000"}})
-    unconfigured = config_from_dict({"name": "x"})
+    configured = parse_config({"name": "x", "tracking": {"uri": "http://config:5000"}})
+    unconfigured = parse_config({"name": "x"})
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://env:5000")
     assert resolve_tracking_uri("http://flag:5000", configured) == "http://flag:5000"
     assert resolve_tracking_uri(None, configured) == "http://config:5000"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dicelab.config import ExperimentConfig, apply_overrides, config_from_dict
+from dicelab.config import ExperimentConfig, apply_overrides
+from dicelab.experiment import experiment_from_dict
 from dicelab.tracking import check_tracking
 from dicelab.training import TrialInputs, inputs_key, prepare_inputs
 
@@ -68,7 +69,7 @@ def make_config(cache_dir: Path) -> Callable[..., ExperimentConfig]:
     """make_config("pairs", "loss.name=dsc", "train.max_steps=4") -> a validated ExperimentConfig."""
 
     def make(family: str, *overrides: str) -> ExperimentConfig:
-        return config_from_dict(apply_overrides(base_config(family, cache_dir), list(overrides)))
+        return experiment_from_dict(apply_overrides(base_config(family, cache_dir), list(overrides)))
 
     return make
 

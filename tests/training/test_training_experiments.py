@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dicelab.config import load_config
+from dicelab.experiment import load_experiment
 from dicelab.tracking import conventions as names
 from dicelab.training import run_trial
 
@@ -29,11 +29,11 @@ def test_there_is_a_trial_config_per_task_family_and_one_for_mrpc():
 @pytest.mark.parametrize("path", TRIALS, ids=[path.stem for path in TRIALS])
 def test_trial_config_runs(path, cache_dir, monkeypatch):
     monkeypatch.chdir(ROOT)  # data paths are relative to the project root
-    config = load_config(path)
+    config = load_experiment(path)
     shrink = SYNTHETIC_SHRINK if config.data.source.startswith("synthetic") else REAL_SHRINK
     if config.data.source == "local" and not Path(config.data.path).is_dir():
         pytest.skip(f"{config.data.path} is absent (real data is only in development and CI checkouts)")
-    config = load_config(path, [*SHRINK, *shrink, f"data.cache_dir={cache_dir}"])
+    config = load_experiment(path, [*SHRINK, *shrink, f"data.cache_dir={cache_dir}"])
     result = run_trial(config)
     assert result.outcome == names.COMPLETED and result.steps == 2
     assert config.train.metric in result.final_metrics

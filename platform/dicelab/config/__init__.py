@@ -1,14 +1,17 @@
-"""Experiment configs: typed schema, YAML loading with `--set` overrides, validation, flattening."""
+"""Experiment configs: typed schema, YAML reading with `--set` overrides, schema checks, flattening.
+
+Pydantic only: whether names are registered is checked by `dicelab.experiment.load_experiment`.
+"""
 
 from dicelab.config.loading import (
     apply_overrides,
-    config_from_dict,
     config_to_dict,
     config_to_yaml,
     flatten,
     flatten_config,
-    load_config,
+    parse_config,
     parse_override,
+    read_config,
     read_yaml,
 )
 from dicelab.config.schema import (
@@ -34,12 +37,12 @@ __all__ = [
     "TrainConfig",
     "VariantOptions",
     "apply_overrides",
-    "config_from_dict",
     "config_to_dict",
     "config_to_yaml",
     "flatten",
     "flatten_config",
-    "load_config",
+    "parse_config",
     "parse_override",
+    "read_config",
     "read_yaml",
 ]

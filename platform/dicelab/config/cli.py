@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dicelab.config.loading import load_config
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", nargs="+", type=Path, help="YAML config files")
@@ -14,8 +12,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dicelab.experiment import load_experiment
+    from dicelab.sweeps.space import plan_sweep
+
     for path in args.configs:
-        config = load_config(path, args.overrides)
-        kind = "sweep" if config.search is not None else "trial"
+        config = load_experiment(path, args.overrides)
+        if config.search is None:
+            kind = "trial"
+        else:
+            kind = f"sweep of {plan_sweep(config, str(path)).num_trials} trials"
         print(f"ok  {path}  ({kind} '{config.name}': {config.task.name}, loss {config.loss.name})")
     return 0

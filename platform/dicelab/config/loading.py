@@ -1,4 +1,4 @@
-"""Load a YAML config, apply `--set a.b=value` overrides, validate, and report errors on one line."""
+"""Read a YAML config, apply `--set a.b=value` overrides, check the schema, and report errors on one line."""
 
 from __future__ import annotations
 
@@ -113,21 +113,17 @@ def format_validation_error(error: ValidationError, model: type[BaseModel] = Exp
     return f"config key {key!r}: {first['msg']} (got {first.get('input')!r})"
 
 
-def config_from_dict(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
+def parse_config(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
+    """The schema check only; `dicelab.experiment` adds the registry checks (known loss, task, source)."""
     try:
-        config = ExperimentConfig.model_validate(data)
+        return ExperimentConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(f"{source}: {format_validation_error(error)}") from None
-    from dicelab.config.validate import check_registries
-
-    check_registries(config, source)
-    return config
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read, override and validate a config file. Raises ConfigError with a one-line message."""
-    data = apply_overrides(read_yaml(path), overrides)
-    return config_from_dict(data, str(path))
+def read_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read a config file, apply the overrides and check the schema (see `parse_config`)."""
+    return parse_config(apply_overrides(read_yaml(path), overrides), str(path))
 
 
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Typed experiment config. Every section forbids unknown keys, so a typo is an error, not a silent default.
 
 Names used by registries (data source, task, loss, backbone) are plain strings here and are checked against
-their registries in `dicelab.config.validate`, so adding a loss or task never touches this file.
+their registries by `dicelab.experiment`, so adding a loss or task never touches this file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`load_raw_dataset(config)`: source -> checks -> limits -> resampling variant -> fingerprint."""
+"""`load_raw_dataset(config, family)`: source -> checks -> limits -> resampling variant -> fingerprint."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 
 from dicelab.config import ExperimentConfig
-from dicelab.data.base import RawDataset
-from dicelab.data.families import family_of
+from dicelab.data.base import Family, RawDataset
 from dicelab.data.hashing import fingerprint, frame_digest
 from dicelab.data.labels import check_labels, resolve_label_names
 from dicelab.data.provenance import origin_of
@@ -18,11 +17,12 @@ REQUIRED_SPLITS = ("train", "dev")
 SAMPLE_SEED = 0  # data.max_*_examples keep the same examples in every trial
 
 
-def load_raw_dataset(config: ExperimentConfig) -> RawDataset:
+def load_raw_dataset(config: ExperimentConfig, family: Family) -> RawDataset:
     """The dataset named by `config.data`, checked, limited, resampled and fingerprinted.
 
-    1. the source (`data.source`) reads every split of `data.splits` in the canonical columns of the
-       task's family;
+    `family` is the task's (`Task.family`): the data layer is told it, it does not look tasks up.
+    1. the source (`data.source`) reads every split of `data.splits` in the canonical columns of
+       `family`;
     2. every split must be non-empty; the label set is `data.labels`, else the source's, else the
        labels of the whole training split (binary: positive label last); every label of every split
        must be in it;
@@ -32,14 +32,13 @@ def load_raw_dataset(config: ExperimentConfig) -> RawDataset:
     5. the fingerprint covers the final content of every split, the label set and the variant.
     """
     data = config.data
-    family = family_of(config.task.name)
     try:
         source = SOURCES.get(data.source)
     except ValueError as error:
         raise ConfigError(f"config key 'data.source': {error}") from None
     if data.variant != "original" and family != "pairs":
         raise ConfigError(f"config key 'data.variant': resampling variants apply to pairs data, not {family}")
-    raw = source(config)
+    raw = source(config, family)
     if raw.family != family:
         raise ConfigError(
             f"config key 'data.source': {data.source!r} gives {raw.family} data, "

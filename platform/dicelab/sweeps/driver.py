@@ -21,8 +21,9 @@ from mlflow.entities import Metric, Param, Run, RunTag
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config, load_config
+from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import ConfigError
+from dicelab.experiment import load_experiment
 from dicelab.sweeps import records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
 from dicelab.sweeps.state import SweepState
@@ -52,7 +53,7 @@ def load_sweep_config(options: SweepOptions) -> ExperimentConfig:
     overrides = list(options.overrides)
     if options.name:
         overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
-    config = load_config(options.config, overrides)
+    config = load_experiment(options.config, overrides)
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
     _absolute_paths(config)

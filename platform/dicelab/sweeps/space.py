@@ -19,8 +19,9 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -28,9 +29,10 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from dicelab.config.loading import config_from_dict, config_to_dict, format_validation_error, set_dotted
+from dicelab.config.loading import config_to_dict, format_validation_error, set_dotted
 from dicelab.config.schema import ExperimentConfig
 from dicelab.errors import ConfigError
+from dicelab.experiment import experiment_from_dict
 from dicelab.sweeps.schema import Dimension, NamedSpace, SearchConfig, SearchSection, SpaceBlock
 from dicelab.sweeps.tied import TiedExpression, TiedExpressionError
 
@@ -231,6 +233,9 @@ class SweepPlan:
     branches: tuple[Branch, ...]
     loss_dimension: Dimension | None  # chooses the branch when there are several
     source: str
+    # trial overrides (JSON) -> validated config: each trial config is validated once per sweep, and the
+    # cache filled by `plan_sweep` travels with the plan to the trials
+    _validated: dict[str, ExperimentConfig] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def metric(self) -> str | None:
@@ -376,9 +381,15 @@ class SweepPlan:
         return data, overrides
 
     def resolve(self, point: Point) -> tuple[ExperimentConfig, Point]:
-        """The trial's validated config, and its overrides (the point plus the tied keys)."""
+        """The trial's validated config (a copy: callers may adjust it), and its overrides (the point plus
+        the tied keys)."""
         data, overrides = self.trial_data(point)
-        return config_from_dict(data, f"{self.source} (search point {_describe(overrides)})"), overrides
+        key = json.dumps(overrides, sort_keys=True, default=str)
+        config = self._validated.get(key)
+        if config is None:
+            config = experiment_from_dict(data, f"{self.source} (search point {_describe(overrides)})")
+            self._validated[key] = config
+        return config.model_copy(deep=True), overrides
 
     def trial_config(self, point: Point) -> ExperimentConfig:
         return self.resolve(point)[0]
@@ -443,7 +454,8 @@ def _check_combinations(search: SearchConfig, plan: SweepPlan, config: Experimen
 
 
 def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
-    """Parse and check the `search:` section and validate every trial configuration it can produce."""
+    """Parse and check the `search:` section and validate every trial configuration it can produce
+    (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
     if config.search is None:
         raise ConfigError(f"{source}: a sweep config needs a search: section (see docs: sweeps)")
     search = _parse(config.search, source)
@@ -458,8 +470,3 @@ def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     for point in plan.probe_points():
         plan.trial_config(point)
     return plan
-
-
-def validate_search(config: ExperimentConfig, source: str) -> None:
-    """Config validation hook (dicelab.config.validate): raises ConfigError naming `search.<key>`."""
-    plan_sweep(config, source)

@@ -23,8 +23,8 @@ from typing import Any
 
 from rich.console import Console
 
-from dicelab.config import load_config
 from dicelab.errors import ConfigError, DicelabError
+from dicelab.experiment import load_experiment
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
 JOB_STORAGE = "~/.dicelab/ray_results"
@@ -132,7 +132,7 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
             f"{options.config}: the config must be inside the working directory {working_dir}, "
             "which is what the job receives"
         )
-    config = load_config(config_path, options.overrides)  # config errors here, not on the cluster
+    config = load_experiment(config_path, options.overrides)  # config errors here, not on the cluster
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
     uri = options.tracking_uri or config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")

@@ -19,8 +19,8 @@ import transformers
 from rich.console import Console
 from rich.table import Table
 
-from dicelab.config import load_config
 from dicelab.errors import DicelabError, TrialFailed
+from dicelab.experiment import load_experiment
 from dicelab.tracking import check_tracking, default_tracking_uri, resolve_tracking_uri
 from dicelab.tracking import conventions as names
 from dicelab.training.loop import run_trial
@@ -53,7 +53,7 @@ class _Outcome(Reporter):
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config, args.set)
+    config = load_experiment(args.config, args.set)
     outcome = _Outcome()
     reporters: list[Reporter] = []
     mlflow: MlflowReporter | None = None

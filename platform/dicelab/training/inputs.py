@@ -68,7 +68,7 @@ def inputs_key(config: ExperimentConfig) -> str:
 def prepare_inputs(config: ExperimentConfig) -> TrialInputs:
     """Load the raw data, the tokenizer and the tokenized features (from the cache when already built)."""
     task = TASKS.get(config.task.name)()
-    raw = load_raw_dataset(config)
+    raw = load_raw_dataset(config, task.family)
     tokenizer = load_tokenizer(config.model, lambda: task.texts(raw.train), config.data.cache_dir)
     key = {
         "format": FEATURES_FORMAT,

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from dicelab.config import ExperimentConfig
-from dicelab.data.base import RawDataset
-from dicelab.data.families import family_of
+from dicelab.data.base import Family, RawDataset
 from dicelab.data.hub import hub_split_frame, load_hub_dataset
 from dicelab.data.sources._registry import SOURCES
 from dicelab.errors import ConfigError
 
 
 @SOURCES.register("hub")
-def hub(config: ExperimentConfig) -> RawDataset:
+def hub(config: ExperimentConfig, family: Family) -> RawDataset:
     data = config.data
     if not data.name:
         raise ConfigError("config key 'data.name': a hub dataset name is required for source 'hub'")
-    family = family_of(config.task.name)
     loaded = load_hub_dataset(data.name)
     splits, label_names = {}, []
     for split, hub_split in data.splits.items():

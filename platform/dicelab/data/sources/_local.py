@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dicelab.config import ExperimentConfig
-from dicelab.data.base import RawDataset
-from dicelab.data.families import family_of
+from dicelab.data.base import Family, RawDataset
 from dicelab.data.readers import FILE_SUFFIXES, read_located
 from dicelab.data.readers._canonical import LABEL_NAMES
 from dicelab.data.sources._registry import SOURCES
@@ -14,14 +13,13 @@ from dicelab.errors import ConfigError, DataError
 
 
 @SOURCES.register("local")
-def local(config: ExperimentConfig) -> RawDataset:
+def local(config: ExperimentConfig, family: Family) -> RawDataset:
     data = config.data
     if not data.path:
         raise ConfigError("config key 'data.path': a directory of split files is required for source 'local'")
     directory = Path(data.path)
     if not directory.is_dir():
         raise DataError(f"{directory}: cannot read (not a directory of split files)")
-    family = family_of(config.task.name)
     splits = {
         split: read_located(split_file(directory, name), family, data.format, data.columns)
         for split, name in data.splits.items()

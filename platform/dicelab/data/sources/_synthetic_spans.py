@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dicelab.config import ExperimentConfig
-from dicelab.data.base import RawDataset
+from dicelab.data.base import Family, RawDataset
 from dicelab.data.sources._registry import SOURCES
 from dicelab.data.synthetic import generate_spans
 
 
 @SOURCES.register("synthetic_spans")
-def synthetic_spans(config: ExperimentConfig) -> RawDataset:
+def synthetic_spans(config: ExperimentConfig, family: Family) -> RawDataset:
     options = config.data.synthetic
     # train and dev draw from independent streams: changing n_train leaves dev as it is
     splits = {

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dicelab.config import ExperimentConfig
-from dicelab.data.base import RawDataset
+from dicelab.data.base import Family, RawDataset
 from dicelab.data.sources._registry import SOURCES
 from dicelab.data.synthetic import TAGS, generate_tagging
 
 
 @SOURCES.register("synthetic_tagging")
-def synthetic_tagging(config: ExperimentConfig) -> RawDataset:
+def synthetic_tagging(config: ExperimentConfig, family: Family) -> RawDataset:
     options = config.data.synthetic
     # train and dev draw from independent streams: changing n_train leaves dev as it is
     splits = {
