@@ -11,7 +11,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from dicelab.errors import TrackingError
-from dicelab.tracking.store import SQLITE_PREFIX, resolve_tracking_uri, sqlite_path
+from dicelab.tracking.store import SQLITE_PREFIX, check_tracking, resolve_tracking_uri, sqlite_path
 
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
@@ -25,6 +25,8 @@ def open_client(tracking_uri: str | None) -> tuple[MlflowClient, str]:
         path = sqlite_path(uri)
         if not path.is_file():
             raise TrackingError(f"no MLflow store at {path} (run a sweep first, or pass --tracking-uri)")
+    else:  # a server that is down: one line now, not minutes of the client's retries
+        check_tracking(uri)
     return MlflowClient(tracking_uri=uri), uri
 
 

@@ -8,7 +8,14 @@ import socket
 import sys
 
 from dicelab.errors import TrackingError
-from dicelab.tracking.store import ARTIFACTS_DIR, check_tracking, resolve_tracking_uri, sqlite_path
+from dicelab.tracking import links
+from dicelab.tracking.store import (
+    ARTIFACTS_DIR,
+    check_tracking,
+    mark_training_experiment,
+    resolve_tracking_uri,
+    sqlite_path,
+)
 
 HOST = "127.0.0.1"  # never exposed beyond this machine; use infra/ for a shared server
 
@@ -19,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="store to browse (default: env MLFLOW_TRACKING_URI, else sqlite under ./.dicelab/)",
     )
     parser.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default: 5000)")
+    parser.add_argument(
+        "--experiment", metavar="NAME", help="the sweep whose runs to link to (default: the newest sweep)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if uri.startswith(("http://", "https://")):
         check_tracking(uri)
         print(f"{uri} is an MLflow server: its UI is at {uri}", flush=True)
+        _print_sweep_link(uri, uri, args.experiment)
         return 0
     with socket.socket() as probe:
         try:
@@ -33,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError:
             raise TrackingError(f"port {args.port} on {HOST} is taken (choose another with --port)") from None
     check_tracking(uri)
-    print(f"MLflow UI for {uri} at http://{HOST}:{args.port} (Ctrl-C to stop)", flush=True)
+    base = f"http://{HOST}:{args.port}"
+    print(f"MLflow UI for {uri} at {base} (Ctrl-C to stop)", flush=True)
+    _print_sweep_link(uri, base, args.experiment)
     # `mlflow ui` is `mlflow server` with 4 workers and a job runner; one worker starts faster and is plenty.
     command = [
         *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri),
@@ -44,3 +57,18 @@ def run(args: argparse.Namespace) -> int:
     # The server replaces this process, so that stopping this process id stops the server.
     os.execv(sys.executable, command)
     return 0  # not reached
+
+
+def _print_sweep_link(uri: str, base: str, name: str | None) -> None:
+    """The runs of the named (or newest) sweep, best first; nothing when the store has no sweep yet."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = links.find_experiment(client, name)
+    if experiment is None:
+        print("no sweep in this store yet (run one: dicelab sweep CONFIG)", flush=True)
+        return
+    mark_training_experiment(client, experiment)  # so the UI opens on the runs, also for older stores
+    metric = links.sweep_metric(client, experiment.experiment_id)
+    url = links.experiment_url(base, experiment.experiment_id, metric)
+    print(f"sweep {experiment.name!r}: {url}", flush=True)

@@ -30,6 +30,11 @@ DEGENERATE = "dicelab.degenerate"
 RACE_DECISION = "dicelab.race.decision"
 RACE_STATUS = "dicelab.race.status"
 
+# Experiment tag read by MLflow 3's UI to choose an experiment's first page: "custom_model_development" opens
+# the runs table ("Model training"); without it the UI guesses and may open the GenAI overview (traces).
+EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND_TRAINING = "custom_model_development"
+
 # Values of OUTCOME. MLflow status: completed/early_stopped -> FINISHED, failed/non_finite -> FAILED.
 COMPLETED = "completed"
 EARLY_STOPPED = "early_stopped"  # stopped by the scheduler (ASHA) or by early stopping patience

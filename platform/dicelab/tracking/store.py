@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from dicelab.errors import TrackingError
+from dicelab.tracking import conventions as names
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities import Experiment
 
     from dicelab.config import ExperimentConfig
 
@@ -123,7 +125,9 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
     if experiment is None:
         try:
             return client.create_experiment(
-                name, artifact_location=artifact_location(client.tracking_uri, name)
+                name,
+                artifact_location=artifact_location(client.tracking_uri, name),
+                tags={names.EXPERIMENT_KIND: names.EXPERIMENT_KIND_TRAINING},
             )
         except MlflowException as error:
             if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
@@ -136,4 +140,14 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
             f"experiment {name!r} is deleted in {client.tracking_uri}; restore it in the MLflow UI "
             "or choose another tracking.experiment"
         )
+    mark_training_experiment(client, experiment)
     return experiment.experiment_id
+
+
+def mark_training_experiment(client: MlflowClient, experiment: Experiment) -> None:
+    """Tag an experiment made before dicelab tagged its experiments, so the UI opens on its runs;
+    a kind someone chose in the UI is kept."""
+    if names.EXPERIMENT_KIND not in experiment.tags:
+        client.set_experiment_tag(
+            experiment.experiment_id, names.EXPERIMENT_KIND, names.EXPERIMENT_KIND_TRAINING
+        )
