@@ -42,7 +42,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exclude-early-stopped", action="store_true", help="count only trials that ran to the end"
     )
-    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="interval level; 1 - it is the tests' alpha (default: 0.95)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default="loss.name=ce",
+        metavar="KEY=VALUE",
+        help="the configuration every other one is compared with (default: loss.name=ce)",
+    )
+    parser.add_argument(
+        "--detect",
+        type=float,
+        metavar="DELTA",
+        help="difference (metric units) to size seeds for (default: the paper's delta, else 1 point)",
+    )
+    parser.add_argument(
+        "--test",
+        choices=["permutation", "t"],
+        default="permutation",
+        help="paired test: exact sign-flip permutation (default; needs 6 pairs for p < 0.05) or paired t",
+    )
     parser.add_argument(
         "--no-log", action="store_true", help="do not log the report to the sweep's MLflow run"
     )
@@ -54,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         use=args.use,
         include_early_stopped=not args.exclude_early_stopped,
         confidence=args.confidence,
+        baseline=args.baseline,
+        detect=args.detect,
+        test=args.test,
     )
     console = Console(stderr=True)
     interactive = console.is_terminal
@@ -67,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{', '.join(runs.experiments)}: {len(runs.trials)} trials ({counts})")
     for note in report.notes:
         print(f"  note: {note.replace('`', '')}")
+    print("\n".join(report.decision))
     print(f"report: {report.html}")
     print(f"        {report.markdown}")
     if report.logged_run_id:

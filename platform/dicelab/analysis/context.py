@@ -10,9 +10,11 @@ import pandas as pd
 from dicelab.analysis import plots
 from dicelab.analysis._format import slug
 from dicelab.analysis.ablation import ablation_from_observations
+from dicelab.analysis.comparisons import Decisions, decisions_from_observations
 from dicelab.analysis.design import config_label, swept_params
 from dicelab.analysis.importance import Importance, importance_from_observations
 from dicelab.analysis.observations import VARIANT, AnalysisOptions, metric_label, observations
+from dicelab.analysis.race import RaceRecord, race_records
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.sensitivity import CurveLine, curve_lines, curves_from_lines
 
@@ -27,6 +29,8 @@ class ReportContext:
     curves: pd.DataFrame = field(init=False)
     ablation: pd.DataFrame = field(init=False)
     importance: Importance = field(init=False)
+    decisions: Decisions = field(init=False)
+    races: list[RaceRecord] = field(init=False)
 
     def __post_init__(self) -> None:
         self.obs = observations(self.runs, self.options)
@@ -34,6 +38,8 @@ class ReportContext:
         self.curves = curves_from_lines(self.lines, self.runs, self.options)
         self.ablation = ablation_from_observations(self.obs, self.runs, self.options)
         self.importance = importance_from_observations(self.obs, self.runs)
+        self.decisions = decisions_from_observations(self.obs, self.runs, self.options)
+        self.races = race_records(self.runs)
 
     @property
     def several(self) -> bool:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError, TrackingError
+from dicelab.stats import TESTS
 from dicelab.tracking import conventions as names
 
 TASK = "task.name"
@@ -37,12 +38,36 @@ class AnalysisOptions:
     use: Literal["best", "final"] = "best"  # best_dev_<metric> over evaluations, or the last dev_<metric>
     include_early_stopped: bool = True  # a stopped trial's best value is still an observation of its config
     confidence: float = 0.95
+    baseline: str = "loss.name=ce"  # KEY=VALUE: the configuration(s) every other one is compared with
+    detect: float | None = None  # difference to size seeds for; None: the paper's delta, else 1 point
+    test: Literal["permutation", "t"] = "permutation"  # the paired test behind every p-value
 
     def __post_init__(self) -> None:
         if self.use not in ("best", "final"):
             raise DicelabError(f"use must be 'best' or 'final', got {self.use!r}")
         if not 0.0 < self.confidence < 1.0:
             raise DicelabError(f"confidence must be between 0 and 1, got {self.confidence}")
+        key, equals, value = self.baseline.partition("=")
+        if not (key.strip() and equals and value.strip()):
+            raise DicelabError(f"baseline must be KEY=VALUE (e.g. loss.name=ce), got {self.baseline!r}")
+        if self.detect is not None and not (math.isfinite(self.detect) and self.detect > 0):
+            raise DicelabError(
+                f"detect must be a positive difference in the metric's unit, got {self.detect}"
+            )
+        if self.test not in TESTS:
+            raise DicelabError(f"test must be one of {', '.join(TESTS)}, got {self.test!r}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    @property
+    def baseline_key(self) -> str:
+        return self.baseline.partition("=")[0].strip()
+
+    @property
+    def baseline_value(self) -> str:
+        return self.baseline.partition("=")[2].strip()
 
     def column(self, metric: str) -> str:
         return names.best_metric(metric) if self.use == "best" else names.dev_metric(metric)

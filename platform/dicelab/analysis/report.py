@@ -10,6 +10,7 @@ from pathlib import Path
 from dicelab.analysis import sections
 from dicelab.analysis.caveats import caveats
 from dicelab.analysis.context import ReportContext
+from dicelab.analysis.decision import decision_blocks, decision_lines
 from dicelab.analysis.document import Document
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
@@ -24,6 +25,7 @@ class Report:
     files: list[Path]  # everything written, report.md and report.html included
     logged_run_id: str | None  # the MLflow run whose `report/` artifacts hold a copy
     notes: list[str] = field(default_factory=list)  # the caveats the report lists
+    decision: list[str] = field(default_factory=list)  # the Decision section as plain console lines
 
 
 def build_report(
@@ -53,13 +55,16 @@ def build_report(
         raise
     files = sorted(path for path in out.rglob("*") if path.is_file())
     logged = log_report(runs, out) if log_to_mlflow else None
-    return Report(out, out / "report.md", out / "report.html", files, logged, notes)
+    decision = decision_lines(ctx.decisions, ctx.races, options)
+    return Report(out, out / "report.md", out / "report.html", files, logged, notes, decision)
 
 
 def compose(ctx: ReportContext, notes: list[str]) -> Document:
     document = Document(f"dicelab report: {' vs '.join(ctx.runs.experiments)}")
     document.add(
-        *sections.summary(ctx, notes),
+        *sections.header(ctx),
+        *decision_blocks(ctx.decisions, ctx.races, ctx.options),
+        *sections.trials(ctx, notes),
         *sections.ablation(ctx),
         *sections.sensitivity(ctx),
         *sections.importance(ctx),
@@ -69,6 +74,7 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
     )
     tables = {
         "trials.csv": ctx.obs.drop(columns=["logged_metrics"]),
+        "comparisons.csv": ctx.decisions.comparisons,
         "sensitivity.csv": ctx.curves,
         "ablation.csv": ctx.ablation,
         "importance.csv": ctx.importance.table,

@@ -1,4 +1,4 @@
-"""The report's sections after the decision, in reading order: each a function from the context to blocks."""
+"""The report's sections besides the Decision (decision.py): each a function from the context to blocks."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ MAX_PARALLEL_LINES = 2000  # more lines only blacken the plot; a fixed-seed samp
 OUTCOME_ORDER = (names.COMPLETED, names.EARLY_STOPPED, names.FAILED, names.NON_FINITE)
 
 
-def summary(ctx: ReportContext, notes: list[str]) -> list[Block]:
+def header(ctx: ReportContext) -> list[Block]:
     runs, obs = ctx.runs, ctx.obs
     metrics = sorted(obs["metric"].unique())
     measured = ", ".join(f"`{ctx.options.column(m)}`" for m in metrics) or "nothing (no trials)"
@@ -58,8 +58,14 @@ def summary(ctx: ReportContext, notes: list[str]) -> list[Block]:
             f"are listed at the end and never averaged in. Intervals of a mean are two-sided "
             f"{ctx.level} Student-t intervals over seeds."
         ),
-        Heading("Trials"),
     ]
+    return blocks
+
+
+def trials(ctx: ReportContext, notes: list[str]) -> list[Block]:
+    runs, obs = ctx.runs, ctx.obs
+    blocks: list[Block] = [Heading("Read this first"), Bullets(notes)] if notes else []
+    blocks.append(Heading("Trials"))
     outcomes = [o for o in OUTCOME_ORDER if (obs["outcome"] == o).any()]
     outcomes += sorted(set(obs["outcome"]) - set(outcomes))
     rows = []
@@ -88,8 +94,6 @@ def summary(ctx: ReportContext, notes: list[str]) -> list[Block]:
                 caption="sweep invocations (one parent run each)",
             )
         )
-    if notes:
-        blocks += [Heading("Read this first"), Bullets(notes)]
     return blocks
 
 

@@ -1,0 +1,339 @@
+"""Paired decisions: every configuration against the baseline and against the best, Holm over the family.
+
+An arena is what can be compared seed by seed: one experiment, task, metric and data variant (trials of the
+same `train.seed` there share data order and initialisation). Within it a configuration is one setting of
+the loss and its swept hyperparameters. Each configuration is compared with the baseline configuration
+(`--baseline KEY=VALUE`, CE by default) and the best one (highest mean) with `dicelab.stats.compare`:
+paired on the seeds both have, unpaired (and said so) when they share fewer than 2. Holm's correction runs
+over the arena's whole family of comparisons; a comparison not decided says how many seeds would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dicelab.analysis.design import config_label
+from dicelab.analysis.observations import (
+    LOSS,
+    LOSS_ORDER,
+    SEED,
+    TASK,
+    VARIANT,
+    VARIANT_ORDER,
+    AnalysisOptions,
+    hyperparameter_columns,
+    observations,
+    paper_order,
+)
+from dicelab.analysis.paper import PaperNumbers
+from dicelab.analysis.runs import RunSet
+from dicelab.errors import DicelabError
+from dicelab.stats import NO_DIFFERENCE, Comparison, compare, holm, min_pairs_for_significance, seeds_needed
+from dicelab.stats import verdict as decide
+
+BASELINE, BEST = "baseline", "best"  # what a comparison is against
+ALL_VARIANTS = "all"  # the arena's variant when the baseline itself is a data variant
+ARENA_KEYS = ["experiment", "task", "metric", "variant"]
+COMPARISON_COLUMNS = [
+    *ARENA_KEYS,
+    "unit",
+    "against",
+    "candidate",
+    "reference",
+    "paired",
+    "test",
+    "n",
+    "n_candidate",
+    "n_reference",
+    "n_missing_candidate",
+    "n_missing_reference",
+    "difference",
+    "low",
+    "high",
+    "std_difference",
+    "p_value",
+    "p_holm",
+    "verdict",
+    "min_n",
+    "note",
+    "detect",
+    "detect_source",
+    "seeds_needed",
+]
+ARENA_COLUMNS = [*ARENA_KEYS, "unit", "configs", "best", "best_mean", "best_n", "baseline", "baseline_mean"]
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds its trials
+class Configuration:
+    label: str  # "dsc · alpha=0.3"
+    loss: str
+    variant: str
+    settings: dict[str, Any]  # config column -> value (NaN where the loss has no such param)
+    rows: pd.DataFrame  # its trials, usable or not
+    mean: float  # over its usable trials; NaN when it has none
+    n: int  # usable trials
+
+
+@dataclass
+class Decisions:
+    comparisons: pd.DataFrame  # COMPARISON_COLUMNS, one row per comparison
+    arenas: pd.DataFrame  # ARENA_COLUMNS, one row per arena
+    notes: list[str]
+
+
+def decisions(runs: RunSet, options: AnalysisOptions | None = None) -> Decisions:
+    """Every configuration against the baseline and the best, per arena (see the module's docstring)."""
+    options = options or AnalysisOptions()
+    return decisions_from_observations(observations(runs, options), runs, options)
+
+
+def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions) -> Decisions:
+    key = options.baseline_key
+    if len(obs) and key not in obs:
+        known = ", ".join(c for c in [LOSS, VARIANT, *runs.param_columns] if c in obs and c != SEED)
+        raise DicelabError(f"--baseline {options.baseline}: no trial has a param {key!r} (params: {known})")
+    rows: list[dict[str, Any]] = []
+    arenas: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for arena, group in _arenas(obs, key):
+        configs = configurations(group, runs.param_columns)
+        ranked = [c for c in configs if c.n > 0]
+        if not ranked:
+            continue
+        best = max(ranked, key=lambda c: c.mean)
+        baselines = [c for c in configs if _matches(c.settings.get(key), options.baseline_value)]
+        partner = {c.label: _partner(c, baselines, key) for c in configs}
+        own = partner.get(best.label)
+        arenas.append(
+            {
+                **arena,
+                "unit": group["unit"].iloc[0],
+                "configs": len(configs),
+                "best": best.label,
+                "best_mean": best.mean,
+                "best_n": best.n,
+                "baseline": own.label if own is not None else "",
+                "baseline_mean": own.mean if own is not None else math.nan,
+            }
+        )
+        if not baselines and len(configs) > 1:
+            where = " / ".join(str(v) for v in arena.values() if v != ALL_VARIANTS)
+            notes.append(f"{where}: no configuration with {options.baseline}; compared with the best only")
+        family = list(_family(configs, best, partner))
+        results = [
+            compare(
+                seed_values(c.rows), seed_values(r.rows), confidence=options.confidence, test=options.test
+            )
+            for _, c, r in family
+        ]
+        adjusted = holm([result.p_value for result in results])
+        paper = runs.papers.get(str(arena["experiment"]))
+        paper = paper if paper is not None and paper.applies_to(str(arena["metric"])) else None
+        for (against, candidate, reference), result, p_holm in zip(family, results, adjusted, strict=True):
+            rows.append(_row(arena, group, against, candidate, reference, result, p_holm, paper, options))
+    return Decisions(
+        pd.DataFrame(rows, columns=COMPARISON_COLUMNS), pd.DataFrame(arenas, columns=ARENA_COLUMNS), notes
+    )
+
+
+def configurations(group: pd.DataFrame, param_columns: list[str]) -> list[Configuration]:
+    """The configurations of one arena, in the paper's order (losses, then variants, then params)."""
+    columns = [LOSS, VARIANT, *hyperparameter_columns(group, param_columns)]
+    several_variants = group[VARIANT].nunique() > 1
+    found = []
+    for values, rows in group.groupby(columns, dropna=False, sort=False):
+        settings = dict(zip(columns, values, strict=True))
+        params = [(c, settings[c]) for c in columns[2:] if pd.notna(settings[c])]
+        parts = [
+            str(settings[LOSS]),
+            str(settings[VARIANT]) if several_variants else "",
+            config_label(params),
+        ]
+        usable = rows.loc[rows["usable"], "value"]
+        found.append(
+            Configuration(
+                label=" · ".join(part for part in parts if part),
+                loss=str(settings[LOSS]),
+                variant=str(settings[VARIANT]),
+                settings=settings,
+                rows=rows,
+                mean=float(usable.mean()) if len(usable) else math.nan,
+                n=len(usable),
+            )
+        )
+    return sorted(
+        found,
+        key=lambda c: (
+            paper_order(c.loss, LOSS_ORDER),
+            paper_order(c.variant, VARIANT_ORDER),
+            [_sortable(c.settings[k]) for k in columns[2:]],
+        ),
+    )
+
+
+def seed_values(rows: pd.DataFrame) -> dict[int, float]:
+    """{train.seed: value} of a configuration's trials; a trial that is not usable is a missing seed (NaN).
+
+    A seed run more than once (pooled sweep invocations) counts once, at the mean of its usable runs."""
+    # A trial without a seed cannot be paired: it gets a key of its own (its row's unique index, negated).
+    seeds = rows[SEED] if SEED in rows else pd.Series(math.nan, index=rows.index)
+    values: dict[int, list[float]] = {}
+    for index, seed, value, usable in zip(rows.index, seeds, rows["value"], rows["usable"], strict=True):
+        key = -1 - int(index) if pd.isna(seed) else int(seed)
+        values.setdefault(key, []).append(float(value) if usable else math.nan)
+    return {seed: _mean_of_finite(found) for seed, found in values.items()}
+
+
+def _mean_of_finite(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def _arenas(obs: pd.DataFrame, baseline_key: str) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
+    # Comparing data variants themselves (--baseline data.variant=...) pairs seeds across variants.
+    by_variant = baseline_key != VARIANT
+    keys = ["experiment", TASK, "metric", *([VARIANT] if by_variant else [])]
+    groups = obs.groupby(keys, sort=True)
+    ordered = sorted(groups, key=lambda item: (*item[0][:3], paper_order(str(item[0][-1]), VARIANT_ORDER)))
+    for values, group in ordered:
+        experiment, task, metric, *variant = values
+        arena = {
+            "experiment": experiment,
+            "task": task,
+            "metric": metric,
+            "variant": variant[0] if variant else ALL_VARIANTS,
+        }
+        yield arena, group
+
+
+def _matches(value: Any, wanted: str) -> bool:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    if isinstance(value, int | float | np.number):
+        try:
+            return math.isclose(float(value), float(wanted), rel_tol=1e-9, abs_tol=1e-12)
+        except ValueError:
+            return False
+    return str(value) == wanted
+
+
+def _partner(config: Configuration, baselines: list[Configuration], key: str) -> Configuration | None:
+    """The baseline configuration `config` is compared with: one that agrees with it on every setting both
+    have, other than the baseline key itself (the best by mean if several); None for a baseline itself."""
+    if config in baselines:
+        return None
+    agreeing = [
+        b
+        for b in baselines
+        if b.n > 0
+        and all(
+            _same(config.settings[c], b.settings[c])
+            for c in config.settings
+            if c != key and pd.notna(config.settings[c]) and pd.notna(b.settings.get(c))
+        )
+    ]
+    return max(agreeing, key=lambda b: b.mean) if agreeing else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float | np.number) and isinstance(b, int | float | np.number):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return str(a) == str(b)
+
+
+def _family(
+    configs: list[Configuration], best: Configuration, partner: dict[str, Configuration | None]
+) -> Iterator[tuple[str, Configuration, Configuration]]:
+    """(against, candidate, reference): each configuration vs its baseline, then the best vs each other
+    configuration (best first, so a positive difference means the best is ahead); no pair twice."""
+    seen: set[frozenset[str]] = set()
+    for config in configs:
+        reference = partner[config.label]
+        if reference is not None:
+            seen.add(frozenset((config.label, reference.label)))
+            yield BASELINE, config, reference
+    for config in configs:
+        pair = frozenset((best.label, config.label))
+        if config is not best and config.n > 0 and pair not in seen:
+            seen.add(pair)
+            yield BEST, best, config
+
+
+def _row(
+    arena: dict[str, Any],
+    group: pd.DataFrame,
+    against: str,
+    candidate: Configuration,
+    reference: Configuration,
+    result: Comparison,
+    p_holm: float,
+    paper: PaperNumbers | None,
+    options: AnalysisOptions,
+) -> dict[str, Any]:
+    verdict = decide(result, p_holm, alpha=options.alpha)
+    detect, source = _detect(candidate, reference, paper, options)
+    needed = (
+        seeds_needed(
+            result.std_difference, detect, alpha=options.alpha, paired=result.paired, test=options.test
+        )
+        if verdict == NO_DIFFERENCE
+        else None
+    )
+    return {
+        **arena,
+        "unit": group["unit"].iloc[0],
+        "against": against,
+        "candidate": candidate.label,
+        "reference": reference.label,
+        "paired": result.paired,
+        "test": result.test,
+        "n": result.n,
+        "n_candidate": result.n_candidate,
+        "n_reference": result.n_reference,
+        "n_missing_candidate": result.n_missing_candidate,
+        "n_missing_reference": result.n_missing_reference,
+        "difference": result.difference,
+        "low": result.low,
+        "high": result.high,
+        "std_difference": result.std_difference,
+        "p_value": result.p_value,
+        "p_holm": p_holm,
+        "verdict": verdict,
+        "min_n": result.min_n,
+        "note": result.note,
+        "detect": detect,
+        "detect_source": source,
+        "seeds_needed": needed if needed is not None else pd.NA,
+    }
+
+
+def _detect(
+    candidate: Configuration, reference: Configuration, paper: PaperNumbers | None, options: AnalysisOptions
+) -> tuple[float, str]:
+    """The difference worth detecting: --detect, else the paper's for these two losses, else 1 point."""
+    if options.detect is not None:
+        return options.detect, "--detect"
+    if paper is not None:
+        delta = abs(
+            paper.result(candidate.loss, candidate.variant) - paper.result(reference.loss, reference.variant)
+        )
+        if math.isfinite(delta) and delta > 0:
+            return delta, "paper"
+    return 1.0, "1 point"
+
+
+def minimum_pairs(options: AnalysisOptions) -> int:
+    """The smallest number of paired seeds at which the chosen test can reach p < alpha at all."""
+    return min_pairs_for_significance(options.test, paired=True, alpha=options.alpha)
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return (0, 0)
+    return (1, value) if isinstance(value, int | float | np.number) else (2, str(value))

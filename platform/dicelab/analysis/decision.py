@@ -1,0 +1,265 @@
+"""The report's opening "Decision" section (and `dicelab analyze`'s console summary): the best configuration,
+what it beats and how surely, what is undecided and how many seeds would decide it, a seed race's record."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dicelab.analysis._format import count, interval, number
+from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
+from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
+from dicelab.analysis.observations import AnalysisOptions, metric_label
+from dicelab.analysis.race import RaceRecord
+from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
+
+POWER = 0.8  # the power seeds are sized for
+
+
+@dataclass(frozen=True)
+class _Oriented:
+    """A comparison seen from one side: `ahead` is the configuration whose difference is reported."""
+
+    ahead: str
+    other: str
+    difference: float
+    low: float
+    high: float
+    verdict: str  # from `ahead`'s point of view
+    row: pd.Series
+
+
+def decision_blocks(decisions: Decisions, races: list[RaceRecord], options: AnalysisOptions) -> list[Block]:
+    blocks: list[Block] = [Heading("Decision")]
+    arenas = decisions.arenas
+    if arenas.empty:
+        return [*blocks, Text("Nothing to decide: no configuration has a usable trial.")]
+    titled = len(arenas) > 1
+    for _, arena in arenas.iterrows():
+        rows = _rows_of(decisions.comparisons, arena)
+        if titled:
+            blocks.append(Heading(_arena_title(arena), 3))
+        blocks.append(Bullets(arena_statements(arena, rows, options)))
+        if len(rows):
+            blocks.append(_table(rows, options))
+    blocks.append(Text(method_text(decisions, options)))
+    if decisions.notes:
+        blocks.append(Bullets(decisions.notes))
+    for race in races:
+        blocks += _race_blocks(race)
+    return blocks
+
+
+def decision_lines(decisions: Decisions, races: list[RaceRecord], options: AnalysisOptions) -> list[str]:
+    """The same decision as plain console lines."""
+    lines = ["Decision"]
+    titled = len(decisions.arenas) > 1
+    for _, arena in decisions.arenas.iterrows():
+        rows = _rows_of(decisions.comparisons, arena)
+        if titled:
+            lines.append(f"  {_plain(_arena_title(arena))}")
+        lines += [f"  - {_plain(statement)}" for statement in arena_statements(arena, rows, options)]
+    if decisions.arenas.empty:
+        lines.append("  nothing to decide: no configuration has a usable trial")
+    test = "exact sign-flip permutation test" if options.test == "permutation" else "paired t test"
+    lines.append(
+        f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
+        f"{minimum_pairs(options)} pairs; details in the report)"
+    )
+    for race in races:
+        lines.append(f"  seed race {race.sweep_id}: {race.decision}")
+    return lines
+
+
+def arena_statements(arena: pd.Series, rows: pd.DataFrame, options: AnalysisOptions) -> list[str]:
+    """Sentences (with `names` marked) saying what the comparisons of one arena decided."""
+    level = f"{options.confidence:.0%}"
+    best = str(arena["best"])
+    statements = [
+        f"**Best: `{best}`**, mean {number(float(arena['best_mean']))} over "
+        f"{count(int(arena['best_n']), 'seed')}."
+    ]
+    if int(arena["configs"]) < 2:
+        return [*statements, "It is the only configuration: there is nothing to compare it with."]
+    involving = [
+        _orient(row, best) for _, row in rows.iterrows() if best in (row["candidate"], row["reference"])
+    ]
+    beaten = [o for o in involving if o.verdict == BETTER]
+    if beaten:
+        statements.append("It beats " + "; ".join(_evidence(o, level) for o in beaten) + ".")
+    else:
+        statements.append("It is not yet separated from any other configuration.")
+    baseline = str(arena["baseline"])
+    against_baseline = rows[rows["against"] == BASELINE]
+    if len(against_baseline):
+        verdicts = []
+        for verdict in (BETTER, WORSE, NO_DIFFERENCE):
+            names = [
+                f"`{r}`" for r in against_baseline.loc[against_baseline["verdict"] == verdict, "candidate"]
+            ]
+            if names:
+                verdicts.append(f"{verdict}: {', '.join(names)}")
+        which = f"`{baseline}`" if baseline else f"`{options.baseline}`"
+        statements.append(f"Against the baseline {which}: " + "; ".join(verdicts) + ".")
+    undecided = rows[rows["verdict"] == NO_DIFFERENCE]
+    for _, row in undecided.iterrows():
+        statements.append(f"Undecided: {_undecided(row, level)}")
+    statements += _missing_and_unpaired(rows)
+    return statements
+
+
+def method_text(decisions: Decisions, options: AnalysisOptions) -> str:
+    tests = sorted(set(decisions.comparisons["test"])) if len(decisions.comparisons) else []
+    test = ", ".join(tests) if tests else "exact sign-flip permutation test (paired)"
+    minimum = minimum_pairs(options)
+    alpha = f"{options.alpha:.2g}"
+    limit = (
+        f"with n pairs its smallest two-sided p is 2/2^n, so p < {alpha} needs at least {minimum} "
+        "paired seeds whatever the difference"
+        if options.test == "permutation"
+        else f"it assumes normal differences and can reach p < {alpha} from {minimum} pairs"
+    )
+    return (
+        f"Each configuration is compared with the baseline ({options.baseline}) and with the best, "
+        f"paired on the seeds both ran ({test}; {limit}); the interval is the paired t interval "
+        f"({options.confidence:.0%}), Welch's when unpaired. p (Holm) is corrected over all comparisons of "
+        f"a table; a verdict needs p (Holm) < {alpha}. Seeds needed: pairs for {POWER:.0%} power to detect "
+        "the stated difference, from the observed spread of the paired differences (statsmodels)."
+    )
+
+
+def _rows_of(comparisons: pd.DataFrame, arena: pd.Series) -> pd.DataFrame:
+    mask = pd.Series(True, index=comparisons.index)
+    for key in ("experiment", "task", "metric", "variant"):
+        mask &= comparisons[key] == getattr(arena, key)
+    return comparisons[mask]
+
+
+def _arena_title(arena: pd.Series) -> str:
+    parts = [f"task `{arena['task']}`", metric_label(str(arena["metric"]))]
+    if arena["variant"] != ALL_VARIANTS:
+        parts.append(f"variant `{arena['variant']}`")
+    return f"{arena['experiment']} · " + " · ".join(parts)
+
+
+def _orient(row: pd.Series, ahead: str) -> _Oriented:
+    if row["candidate"] == ahead:
+        return _Oriented(
+            ahead, row["reference"], row["difference"], row["low"], row["high"], row["verdict"], row
+        )
+    flipped = {BETTER: WORSE, WORSE: BETTER}.get(row["verdict"], row["verdict"])
+    return _Oriented(ahead, row["candidate"], -row["difference"], -row["high"], -row["low"], flipped, row)
+
+
+def _evidence(o: _Oriented, level: str) -> str:
+    return (
+        f"`{o.other}` by {o.difference:+.2f} ({level} CI {interval(o.low, o.high, signed=True)}, "
+        f"p (Holm) = {_p(o.row['p_holm'])}, {_sample(o.row)})"
+    )
+
+
+def _undecided(row: pd.Series, level: str) -> str:
+    text = (
+        f"`{row['candidate']}` vs `{row['reference']}`: {row['difference']:+.2f} "
+        f"({level} CI {interval(row['low'], row['high'], signed=True)}, p (Holm) = {_p(row['p_holm'])}, "
+        f"{_sample(row)})"
+    )
+    needed = row["seeds_needed"]
+    size = f"{row['detect']:.2f}" + {"paper": " (the paper's difference)", "1 point": " (1 point)"}.get(
+        row["detect_source"], ""
+    )
+    if pd.isna(needed):
+        return f"{text}; the spread is unknown until both have 2 seeds in common"
+    per = "paired seeds" if row["paired"] else "seeds per configuration"
+    have = int(row["n"]) if row["paired"] else min(int(row["n_candidate"]), int(row["n_reference"]))
+    if int(needed) <= have:
+        return (
+            f"{text}; {have} {per} already give {POWER:.0%} power against a difference of {size}, "
+            "so a true difference that large is unlikely"
+        )
+    return f"{text}; about {int(needed)} {per} would detect a difference of {size} with {POWER:.0%} power"
+
+
+def _missing_and_unpaired(rows: pd.DataFrame) -> list[str]:
+    statements = []
+    missing: dict[str, int] = {}
+    for _, row in rows.iterrows():
+        for side in ("candidate", "reference"):
+            missing[row[side]] = max(missing.get(row[side], 0), int(row[f"n_missing_{side}"]))
+    for name, n in missing.items():
+        if n:
+            statements.append(
+                f"`{name}` misses {count(n, 'seed')} the others ran (failed, degenerate or no value): "
+                "compared on the seeds it has."
+            )
+    for _, row in rows[~rows["paired"].astype(bool)].iterrows():
+        statements.append(
+            f"`{row['candidate']}` vs `{row['reference']}` is unpaired (fewer than 2 seeds in common): "
+            f"{row['test']}."
+        )
+    for _, row in rows[rows["note"].astype(str) != ""].iterrows():
+        statements.append(f"`{row['candidate']}` vs `{row['reference']}`: {row['note']}.")
+    return statements
+
+
+def _table(rows: pd.DataFrame, options: AnalysisOptions) -> Table:
+    level = f"{options.confidence:.0%}"
+    return Table(
+        ["vs", "comparison", "Δ", f"{level} CI", "p", "p (Holm)", "verdict", "n", "seeds needed"],
+        [
+            [
+                r["against"],
+                f"`{r['candidate']}` − `{r['reference']}`",
+                f"{r['difference']:+.2f}" if math.isfinite(r["difference"]) else "—",
+                interval(r["low"], r["high"], signed=True),
+                _p(r["p_value"]),
+                _p(r["p_holm"]),
+                r["verdict"],
+                _sample(r),
+                "" if pd.isna(r["seeds_needed"]) else f"{int(r['seeds_needed'])} for Δ={r['detect']:.2f}",
+            ]
+            for _, r in rows.iterrows()
+        ],
+        caption=f"vs {BASELINE}: a configuration against the baseline; vs {BEST}: the best against another",
+    )
+
+
+def _race_blocks(race: RaceRecord) -> list[Block]:
+    blocks: list[Block] = [
+        Heading(f"Seed race `{race.sweep_id}`", 3),
+        Text(f"The race's decision (parent run `{race.parent_run_id}`): {race.decision}"),
+    ]
+    if race.eliminations is not None and len(race.eliminations):
+        frame = race.eliminations
+        blocks.append(
+            Table(
+                [str(c) for c in frame.columns],
+                [[_cell(v) for v in row] for row in frame.itertuples(index=False)],
+                caption="eliminations, in order (race/eliminations.csv on the parent run)",
+            )
+        )
+    elif race.eliminations is not None:
+        blocks.append(Text("No configuration was eliminated."))
+    return blocks
+
+
+def _sample(row: pd.Series) -> str:
+    if row["paired"]:
+        return f"paired, n={int(row['n'])}"
+    return f"unpaired, {int(row['n_candidate'])} vs {int(row['n_reference'])}"
+
+
+def _p(value: float) -> str:
+    return "—" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _plain(text: str) -> str:
+    return text.replace("`", "").replace("**", "")
