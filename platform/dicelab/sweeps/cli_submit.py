@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tracking-uri",
         help="MLflow server the job records to, e.g. http://mlflow:5000 (reachable from the cluster)",
     )
+    parser.add_argument(
+        "--no-tracking-check",
+        dest="check_tracking",
+        action="store_false",
+        help="do not check from here that the MLflow server answers (it is reachable from the cluster only)",
+    )
     parser.add_argument("--follow", action="store_true", help="stream the job's logs; exit with its status")
     parser.add_argument(
         "--resume",
@@ -45,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
             follow=args.follow,
             resume=args.resume,
             working_dir=args.working_dir,
+            check_tracking=args.check_tracking,
         )
     )

@@ -23,8 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
-from dicelab.errors import ConfigError, DicelabError
+from dicelab.errors import ConfigError, DicelabError, TrackingError
 from dicelab.experiment import load_experiment
+from dicelab.tracking.store import check_tracking as check_server
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
 JOB_STORAGE = "~/.dicelab/ray_results"
@@ -66,6 +67,7 @@ class SubmitOptions:
     follow: bool = False
     resume: bool = False
     working_dir: str = "."
+    check_tracking: bool = True  # False: the server is reachable from the cluster only
 
 
 def entrypoint(config: str, options: SubmitOptions, storage: str | None) -> str:
@@ -136,7 +138,12 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
     uri = options.tracking_uri or config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri or not uri.startswith(("http://", "https://")):
+    if uri and uri.startswith(("http://", "https://")):
+        # The job's trials reach the server from the cluster; a server this machine cannot reach either is
+        # almost always a typo or a server that is down, and the job would fail on the cluster minutes later.
+        if options.check_tracking:
+            _check_server(uri)
+    else:
         console.print(
             "[yellow]warning:[/] no http(s) MLflow server given (--tracking-uri, tracking.uri or "
             "MLFLOW_TRACKING_URI): the job records its runs in a SQLite file on the cluster's head node"
@@ -173,6 +180,13 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
     status = _final_status(client, job_id)
     console.print(f"job {job_id} {status}", highlight=False)
     return 0 if status == "SUCCEEDED" else 1
+
+
+def _check_server(uri: str) -> None:
+    try:
+        check_server(uri)
+    except TrackingError as error:
+        raise TrackingError(f"{error} (if only the cluster can reach it: --no-tracking-check)") from None
 
 
 async def _print_logs(client: Any, job_id: str) -> None:
