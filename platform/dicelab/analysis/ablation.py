@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dicelab.analysis.comparisons import seed_values
 from dicelab.analysis.design import config_label, swept_params
 from dicelab.analysis.intervals import t_interval, welch_interval
 from dicelab.analysis.observations import (
@@ -22,6 +23,7 @@ from dicelab.analysis.observations import (
     paper_order,
 )
 from dicelab.analysis.runs import RunSet
+from dicelab.stats import Comparison, compare, holm, verdict
 
 BASELINE_LOSS = "ce"
 ABLATION_COLUMNS = [
@@ -46,6 +48,14 @@ ABLATION_COLUMNS = [
     "delta_ci_high",
     "paper",
     "paper_delta",
+    "paired",  # the paired comparison with CE of the same variant (dicelab.stats.compare)
+    "n_pairs",
+    "paired_delta",
+    "paired_low",
+    "paired_high",
+    "p_value",
+    "p_holm",  # Holm over the table's comparisons (one experiment, task and metric)
+    "verdict",
 ]
 
 
@@ -55,7 +65,8 @@ def ablation_table(runs: RunSet, options: AnalysisOptions | None = None) -> pd.D
     When a loss's hyperparameters were swept, its cell is the configuration with the best mean (`config`
     names it, `configs` says how many were compared; chosen on the same dev numbers, so optimistic).
     `delta` is mean - mean of the CE cell of the same variant, with a Welch t-interval; `paper` and
-    `paper_delta` come from the sweep config's `paper.results`.
+    `paper_delta` come from the sweep config's `paper.results`. `paired_delta` .. `verdict` compare the cell
+    with CE on the seeds both ran (paired when they share 2 or more), Holm-corrected over the table.
     """
     options = options or AnalysisOptions()
     return ablation_from_observations(observations(runs, options), runs, options)
@@ -66,7 +77,7 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
     for (experiment, task, metric), group in obs.groupby(["experiment", TASK, "metric"], sort=True):
         paper = runs.papers.get(str(experiment))
         paper = paper if paper is not None and paper.applies_to(str(metric)) else None
-        cells: dict[tuple[str, str], np.ndarray] = {}
+        cells: dict[tuple[str, str], pd.DataFrame] = {}
         table_rows = []
         for loss, loss_rows in group.groupby(LOSS, sort=False):
             params = swept_params(loss_rows, runs.param_columns)
@@ -80,7 +91,7 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
                 )
                 chosen = max((rows_ for _, rows_ in configs), key=lambda rows_: _mean_or_minus_inf(rows_))
                 values = chosen.loc[chosen["usable"], "value"].to_numpy(dtype=float)
-                cells[(str(loss), str(variant))] = values
+                cells[(str(loss), str(variant))] = chosen
                 interval = t_interval(values, options.confidence)
                 table_rows.append(
                     {
@@ -101,16 +112,37 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
                         "paper": paper.result(str(loss), str(variant)) if paper else math.nan,
                     }
                 )
+        compared: list[tuple[dict[str, Any], Comparison]] = []
         for row in table_rows:
+            own = cells[(str(row["loss"]), str(row["variant"]))]
             baseline = cells.get((BASELINE_LOSS, str(row["variant"])))
             delta = (
-                welch_interval(cells[(str(row["loss"]), str(row["variant"]))], baseline, options.confidence)
+                welch_interval(_usable(own), _usable(baseline), options.confidence)
                 if baseline is not None
                 else (math.nan, math.nan, math.nan)
             )
             row["delta"], row["delta_ci_low"], row["delta_ci_high"] = delta
             row["paper_delta"] = (
                 row["paper"] - paper.result(BASELINE_LOSS, str(row["variant"])) if paper else math.nan
+            )
+            row.update(dict.fromkeys(ABLATION_COLUMNS[-8:], math.nan))
+            row["verdict"] = ""
+            if baseline is not None and row["loss"] != BASELINE_LOSS:
+                result = compare(
+                    seed_values(own), seed_values(baseline), confidence=options.confidence, test=options.test
+                )
+                compared.append((row, result))
+        adjusted = holm([result.p_value for _, result in compared])
+        for (row, result), p_holm in zip(compared, adjusted, strict=True):
+            row.update(
+                paired=result.paired,
+                n_pairs=result.n if result.paired else 0,
+                paired_delta=result.difference,
+                paired_low=result.low,
+                paired_high=result.high,
+                p_value=result.p_value,
+                p_holm=p_holm,
+                verdict=verdict(result, p_holm, alpha=options.alpha),
             )
         rows.extend(table_rows)
     table = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
@@ -120,6 +152,10 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
     )
     order = order.sort_values(["experiment", "task", "metric", "_loss", "_variant"], kind="stable")
     return order.drop(columns=["_loss", "_variant"]).reset_index(drop=True)
+
+
+def _usable(rows: pd.DataFrame) -> np.ndarray:
+    return rows.loc[rows["usable"], "value"].to_numpy(dtype=float)
 
 
 def _mean_or_minus_inf(rows: pd.DataFrame) -> float:

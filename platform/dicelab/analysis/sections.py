@@ -139,21 +139,29 @@ def _ablation_group(ctx: ReportContext, table: pd.DataFrame, title: str) -> list
     deltas = table[table["loss"] != "ce"].dropna(subset=["delta"])
     if len(deltas):
         with_paper = bool(deltas["paper_delta"].notna().any())
+        header = [
+            "loss",
+            "variant",
+            "Δ vs CE",
+            f"{ctx.level} CI (Welch)",
+            "paired Δ",
+            f"{ctx.level} CI (paired)",
+        ]
+        header += ["p (Holm)", "verdict", "n", *(["paper Δ"] if with_paper else [])]
         blocks.append(
             Table(
-                [
-                    "loss",
-                    "variant",
-                    "Δ vs CE",
-                    f"{ctx.level} CI (Welch)",
-                    *(["paper Δ"] if with_paper else []),
-                ],
+                header,
                 [
                     [
                         f"`{r.loss}`",
                         r.variant,
                         f"{r.delta:+.2f}",
                         interval(r.delta_ci_low, r.delta_ci_high, signed=True),
+                        f"{r.paired_delta:+.2f}" if math.isfinite(r.paired_delta) else "—",
+                        interval(r.paired_low, r.paired_high, signed=True),
+                        f"{r.p_holm:.3g}" if math.isfinite(r.p_holm) else "—",
+                        r.verdict,
+                        f"{int(r.n_pairs)} pairs" if r.paired else f"unpaired, {r.n} vs CE",
                         *(
                             [f"{r.paper_delta:+.2f}" if math.isfinite(r.paper_delta) else ""]
                             if with_paper
@@ -162,7 +170,8 @@ def _ablation_group(ctx: ReportContext, table: pd.DataFrame, title: str) -> list
                     ]
                     for r in deltas.itertuples()
                 ],
-                caption="unpaired (means of all seeds); the paired comparisons are in the Decision section",
+                caption="Welch: the cell means, unpaired; paired: on the seeds both ran, "
+                "p from the paired test, Holm-corrected over this table",
             )
         )
     chosen = table[table["configs"] > 1]
