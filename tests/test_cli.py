@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 DICELAB = [sys.executable, "-m", "dicelab.cli"]
 
@@ -42,3 +45,42 @@ def test_unreadable_config_exit_code_2(tmp_path: Path) -> None:
     result = run("validate", str(tmp_path / "missing.yaml"))
     assert result.returncode == 2
     assert "missing.yaml" in result.stderr and "cannot read" in result.stderr
+
+
+# `dicelab X --help` and a config error must not wait for the heavy frameworks (5-8 s before the fix).
+HEAVY = ("torch", "ray", "transformers")
+PROBE = f"""
+import json, sys
+from dicelab.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({{"code": code, "heavy": [name for name in {HEAVY!r} if name in sys.modules]}}))
+"""
+COMMANDS = ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate")
+
+
+def probe(*args: str, cwd: Path | None = None) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_imports_no_heavy_framework(command: str) -> None:
+    seen = probe(command, "--help")
+    assert seen["code"] == 0 and seen["heavy"] == [], seen
+
+
+@pytest.mark.parametrize(
+    "command", [("trial",), ("sweep",), ("validate",), ("submit", "--address", "http://127.0.0.1:9")]
+)
+def test_a_config_error_comes_before_any_heavy_framework(command: tuple[str, ...], tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("name: bad\nsearch: {algorithm: grid, space: {loss.name: {grid: [ce]}}}\n")
+    seen = probe(command[0], str(config), *command[1:], "--set", "train.lr=0.1", cwd=tmp_path)
+    assert seen["code"] == 2, seen
+    assert "'train.lr' is not allowed" in seen["stderr"] and len(seen["stderr"].strip().splitlines()) == 1
+    assert seen["heavy"] == [], seen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dicelab.sweeps.driver import SweepOptions, run_sweep
+from dicelab.config import read_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The schema first, then the driver's imports (MLflow, Ray): a typo is reported in under a second.
+    read_config(args.config, args.overrides)
+    from dicelab.sweeps.driver import SweepOptions, run_sweep
+
     return run_sweep(
         SweepOptions(
             config=args.config,

@@ -5,12 +5,31 @@
 
 Reporters: `dicelab.training.reporters` (ConsoleReporter, MlflowReporter); the contract is
 `dicelab.training.reporter` (Reporter, Evaluation, TrialResult).
+
+The names are imported on first use (PEP 562): `dicelab trial --help` and a config error import
+`dicelab.training.cli`, hence this package, and must not wait for torch and transformers.
 """
 
-from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
-from dicelab.training.loop import run_trial
-from dicelab.training.reporter import Evaluation, MultiReporter, Reporter, TrialResult
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
+    from dicelab.training.loop import run_trial
+    from dicelab.training.reporter import Evaluation, MultiReporter, Reporter, TrialResult
+
+_HOMES = {
+    "Evaluation": "reporter",
+    "MultiReporter": "reporter",
+    "Reporter": "reporter",
+    "TrialInputs": "inputs",
+    "TrialResult": "reporter",
+    "inputs_key": "inputs",
+    "prepare_inputs": "inputs",
+    "run_trial": "loop",
+}
 __all__ = [
     "Evaluation",
     "MultiReporter",
@@ -21,3 +40,9 @@ __all__ = [
     "prepare_inputs",
     "run_trial",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

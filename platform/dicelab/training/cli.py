@@ -14,8 +14,6 @@ import sys
 import traceback
 from typing import Any
 
-import datasets
-import transformers
 from rich.console import Console
 from rich.table import Table
 
@@ -23,9 +21,7 @@ from dicelab.errors import DicelabError, TrialFailed
 from dicelab.experiment import load_experiment
 from dicelab.tracking import check_tracking, default_tracking_uri, resolve_tracking_uri
 from dicelab.tracking import conventions as names
-from dicelab.training.loop import run_trial
 from dicelab.training.reporter import MultiReporter, Reporter, TrialResult
-from dicelab.training.reporters import ConsoleReporter, MlflowReporter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +50,13 @@ class _Outcome(Reporter):
 
 def run(args: argparse.Namespace) -> int:
     config = load_experiment(args.config, args.set)
+    # torch / transformers load after the config is valid: a config error is reported in under a second
+    import datasets
+    import transformers
+
+    from dicelab.training.loop import run_trial
+    from dicelab.training.reporters import ConsoleReporter, MlflowReporter
+
     outcome = _Outcome()
     reporters: list[Reporter] = []
     mlflow: MlflowReporter | None = None
