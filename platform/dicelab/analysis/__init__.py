@@ -5,10 +5,12 @@ from dicelab.analysis import load_runs, sensitivity_curves, ablation_table, buil
 runs = load_runs("quickstart")                 # one row per trial in runs.trials
 curves = sensitivity_curves(runs)              # mean ± t-interval per hyperparameter value
 table = ablation_table(runs)                   # loss x data variant, delta vs CE, paper numbers
-report = build_report(runs, "out/quickstart")  # report.md + report.html, logged to the parent run
+decided = decisions(runs)                      # paired comparisons: vs the baseline and the best, Holm
+report = build_report(runs, "out/quickstart")  # report.md + report.html (opening with the Decision)
 """
 
 from dicelab.analysis.ablation import ablation_table
+from dicelab.analysis.comparisons import Decisions, decisions
 from dicelab.analysis.design import SweptParam, swept_params
 from dicelab.analysis.importance import Importance, parameter_importance
 from dicelab.analysis.intervals import Interval, t_interval, welch_interval
@@ -21,6 +23,7 @@ from dicelab.analysis.sensitivity import sensitivity_curves
 
 __all__ = [
     "AnalysisOptions",
+    "Decisions",
     "Importance",
     "Interval",
     "PaperNumbers",
@@ -29,6 +32,7 @@ __all__ = [
     "SweptParam",
     "ablation_table",
     "build_report",
+    "decisions",
     "default_report_dir",
     "load_histories",
     "load_runs",

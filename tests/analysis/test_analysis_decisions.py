@@ -1,0 +1,215 @@
+"""Paired decisions on sweeps in a real MLflow store, checked against scipy / statsmodels and by hand."""
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+
+from dicelab.analysis import AnalysisOptions, ablation_table, build_report, decisions, load_runs, observations
+from dicelab.cli import main
+from dicelab.errors import DicelabError
+from dicelab.tracking import conventions as names
+
+PAPER = {"metric": "f1", "results": {"ce": {"original": 88.0}, "dsc": {"original": 88.92}}}
+CE = [0.800, 0.812, 0.795, 0.821, 0.808, 0.790, 0.815, 0.803]  # seeds 0..7
+DSC_GAIN = [0.020, 0.018, 0.025, 0.016, 0.022, 0.019, 0.021, 0.024]  # dsc - ce per seed; seed 3 fails
+FOCAL_GAIN = [0.004, -0.006, 0.001, -0.003, 0.007, -0.002, 0.000, 0.005]  # seed 5 is degenerate
+
+
+def exact_sign_flip_p(differences: np.ndarray) -> float:
+    """Two-sided p of the mean paired difference over all 2^n sign patterns (the oracle, by enumeration)."""
+    observed = abs(differences.mean())
+    flips = [
+        abs((differences * signs).mean()) for signs in itertools.product((1, -1), repeat=len(differences))
+    ]
+    return float(np.mean([flip >= observed - 1e-12 for flip in flips]))
+
+
+@pytest.fixture(scope="module")
+def runs(module_tracking_uri, module_sweep_log):
+    log = module_sweep_log("decide", paper=PAPER)
+    for seed, (ce, dsc, focal) in enumerate(zip(CE, DSC_GAIN, FOCAL_GAIN, strict=True)):
+        log.trial(ce, loss="ce", seed=seed)
+        if seed == 3:
+            log.trial(None, loss="dsc", seed=seed, outcome="failed", reason="OOM", history=[])
+        else:
+            log.trial(ce + dsc, loss="dsc", seed=seed, params={"loss.alpha": 0.5})
+        run_id = log.trial(ce + focal, loss="focal", seed=seed, params={"loss.gamma": 2.0})
+        if seed == 5:
+            log.client.set_tag(run_id, names.DEGENERATE, "predicts no positive on dev")
+    return load_runs("decide", module_tracking_uri)
+
+
+@pytest.fixture(scope="module")
+def table(runs):
+    return decisions(runs).comparisons.set_index(["candidate", "reference"])
+
+
+def test_paired_difference_interval_and_exact_p_match_scipy_on_the_common_seeds(table):
+    row = table.loc[("dsc", "ce")]
+    seeds = [s for s in range(8) if s != 3]  # dsc's failed seed leaves 7 pairs
+    x = np.array([100 * (CE[s] + DSC_GAIN[s]) for s in seeds])
+    y = np.array([100 * CE[s] for s in seeds])
+    expected = stats.ttest_rel(x, y).confidence_interval(0.95)
+    assert row["paired"] and row["n"] == 7 and row["against"] == "baseline"
+    assert row["n_missing_candidate"] == 1 and row["n_missing_reference"] == 0
+    assert row["difference"] == pytest.approx((x - y).mean())
+    assert (row["low"], row["high"]) == pytest.approx((expected.low, expected.high))
+    assert row["p_value"] == pytest.approx(exact_sign_flip_p(x - y)) == pytest.approx(2 / 2**7)
+    assert row["min_n"] == 6
+
+
+def test_holm_runs_over_the_whole_family_like_statsmodels(table):
+    raw = table["p_value"].to_numpy()
+    assert table["p_holm"].to_numpy() == pytest.approx(multipletests(raw, method="holm")[1])
+    assert len(table) == 3  # focal vs ce, dsc vs ce (baseline), dsc vs focal (best); dsc vs ce only once
+
+
+def test_verdicts_and_the_seeds_needed_from_statsmodels_power(table):
+    assert table.loc[("dsc", "ce"), "verdict"] == "better"
+
+    # The best against the other: 6 pairs (dsc lost seed 3, focal seed 5), all ahead, so p = 2/2^6; Holm's
+    # step-down doubles it (second smallest of 3) past 0.05.
+    best = table.loc[("dsc", "focal")]
+    assert best["n"] == 6 and best["p_value"] == pytest.approx(2 / 2**6)
+    assert best["p_holm"] == pytest.approx(2 * 2 / 2**6) and best["verdict"] == "no detectable difference"
+    focal = table.loc[("focal", "ce")]
+    assert focal["verdict"] == "no detectable difference" and focal["n"] == 7  # the degenerate seed is out
+    effect = focal["detect"] / focal["std_difference"]
+    solved = TTestPower().solve_power(effect_size=effect, alpha=0.05, power=0.8, alternative="two-sided")
+    assert focal["detect"] == 1.0 and focal["detect_source"] == "1 point"  # the paper has no focal number
+    assert focal["seeds_needed"] == max(math.ceil(solved), 6)
+    assert pd.isna(table.loc[("dsc", "ce"), "seeds_needed"])  # decided: nothing to size
+
+
+def test_the_detectable_difference_defaults_to_the_paper_and_follows_detect(runs):
+    options = AnalysisOptions(detect=0.5)
+    sized = decisions(runs, options).comparisons
+    assert set(sized["detect"]) == {0.5} and set(sized["detect_source"]) == {"--detect"}
+    only_ce_dsc = runs.trials[runs.trials["loss.name"] != "focal"]
+    runs_ce_dsc = dataclasses.replace(runs, trials=only_ce_dsc)
+    strict = decisions(runs_ce_dsc, AnalysisOptions(confidence=0.99)).comparisons  # 2/2^7 > 0.01
+    row = strict.iloc[0]
+    assert row["verdict"] == "no detectable difference"
+    assert row["detect"] == pytest.approx(0.92) and row["detect_source"] == "paper"
+
+
+def test_a_degenerate_trial_is_excluded_with_its_reason_and_counted(runs):
+    obs = observations(runs, AnalysisOptions())
+    focal = obs[(obs["loss.name"] == "focal") & (obs["train.seed"] == 5)].iloc[0]
+    assert focal["exclusion"] == "degenerate" and not focal["usable"]
+    cell = ablation_table(runs).set_index("loss").loc["focal"]
+    assert cell["n"] == 7 and cell["n_degenerate"] == 1 and cell["n_missing"] == 0
+
+
+def test_ablation_rows_carry_the_paired_comparison_with_ce(runs, table):
+    cells = ablation_table(runs).set_index("loss")
+    dsc = cells.loc["dsc"]
+    assert dsc["paired"] and dsc["n_pairs"] == 7
+    assert dsc["paired_delta"] == pytest.approx(table.loc[("dsc", "ce"), "difference"])
+    assert dsc["paired_delta"] != pytest.approx(dsc["delta"])  # the Welch delta uses all 8 CE seeds
+    raw = [cells.loc["focal", "p_value"], dsc["p_value"]]
+    assert [cells.loc["focal", "p_holm"], dsc["p_holm"]] == pytest.approx(
+        multipletests(raw, method="holm")[1]
+    )
+    assert dsc["verdict"] == "better" and cells.loc["ce", "verdict"] == ""
+
+
+def sweep_of(log, values: dict[str, dict[int, float | None]]) -> None:
+    for loss, per_seed in values.items():
+        for seed, value in per_seed.items():
+            log.trial(value, loss=loss, seed=seed)
+
+
+def test_identical_samples_are_no_difference(tracking_uri, sweep_log):
+    sweep_of(sweep_log("same"), {"ce": {0: 0.8, 1: 0.82, 2: 0.79}, "dice": {0: 0.8, 1: 0.82, 2: 0.79}})
+    (row,) = decisions(load_runs("same", tracking_uri)).comparisons.itertuples()
+    assert row.difference == 0 and row.p_value == 1.0 and row.verdict == "no detectable difference"
+    assert "identical" in row.note
+
+
+@pytest.mark.parametrize(("seeds", "verdict"), [(3, "no detectable difference"), (6, "better")])
+def test_a_constant_difference_is_decided_by_the_number_of_seeds_alone(
+    tracking_uri, sweep_log, seeds, verdict
+):
+    base = {seed: 0.80 + seed / 1000 for seed in range(seeds)}
+    sweep_of(sweep_log("constant"), {"ce": base, "dsc": {seed: v + 0.01 for seed, v in base.items()}})
+    (row,) = decisions(load_runs("constant", tracking_uri)).comparisons.itertuples()
+    assert row.difference == pytest.approx(1.0) and (row.low, row.high) == pytest.approx((1.0, 1.0))
+    assert row.p_value == pytest.approx(2 / 2**seeds)  # every sign pattern but two gives a smaller mean
+    assert row.verdict == verdict
+
+
+def test_one_seed_gives_no_interval_no_test_and_says_so(tracking_uri, sweep_log, tmp_path):
+    sweep_of(sweep_log("one"), {"ce": {0: 0.80}, "dsc": {0: 0.83}})
+    runs = load_runs("one", tracking_uri)
+    (row,) = decisions(runs).comparisons.itertuples()
+    assert not row.paired and row.difference == pytest.approx(3.0)
+    assert math.isnan(row.low) and math.isnan(row.p_value) and pd.isna(row.seeds_needed)
+    assert row.verdict == "no detectable difference" and "one seed" in row.note
+    markdown = build_report(runs, tmp_path / "r", log_to_mlflow=False).markdown.read_text(encoding="utf-8")
+    assert "unpaired (fewer than 2 seeds in common)" in markdown
+    assert "the spread is unknown until both have 2 seeds in common" in markdown
+
+
+def test_nan_seeds_are_missing_and_disjoint_seeds_fall_back_to_welch(tracking_uri, sweep_log):
+    log = sweep_log("apart")
+    sweep_of(log, {"ce": {0: 0.80, 1: 0.82, 2: 0.79, 3: math.nan}, "dsc": {10: 0.84, 11: 0.83, 12: 0.86}})
+    (row,) = decisions(load_runs("apart", tracking_uri)).comparisons.itertuples()
+    welch = stats.ttest_ind([84, 83, 86], [80, 82, 79], equal_var=False).confidence_interval(0.95)
+    assert not row.paired and "unpaired" in row.test
+    assert (row.n_candidate, row.n_reference, row.n_missing_reference) == (3, 3, 4)  # seed 3's NaN, 10-12
+    assert (row.low, row.high) == pytest.approx((welch.low, welch.high))
+
+
+def test_baseline_option_chooses_the_reference_and_rejects_unknown_keys(runs):
+    focal = decisions(runs, AnalysisOptions(baseline="loss.name=focal")).comparisons
+    assert set(focal.loc[focal["against"] == "baseline", "reference"]) == {"focal"}
+    with pytest.raises(DicelabError, match=r"'loss\.nope'"):
+        decisions(runs, AnalysisOptions(baseline="loss.nope=1"))
+    with pytest.raises(DicelabError, match="KEY=VALUE"):
+        AnalysisOptions(baseline="ce")
+
+
+def test_the_report_opens_with_the_decision(runs, tmp_path):
+    report = build_report(runs, tmp_path / "decide", log_to_mlflow=False)
+    markdown = report.markdown.read_text(encoding="utf-8")
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Decision"
+    decision = markdown.split("## Decision", 1)[1].split("\n## ", 1)[0]
+    assert "**Best: `dsc`**, mean" in decision and "over 7 seeds" in decision
+    assert "It beats `ce` by +" in decision and "`focal` by +" not in decision.split("Against")[0]
+    assert "Undecided: `focal` vs `ce`" in decision and "Undecided: `dsc` vs `focal`" in decision
+    assert "`dsc` misses 1 seed" in decision
+    assert "needs at least 6 paired seeds" in decision
+    assert report.decision[0] == "Decision" and any("Best: dsc" in line for line in report.decision)
+    assert (report.directory / "comparisons.csv").is_file()
+
+
+def test_cli_prints_the_decision_and_rejects_a_bad_baseline(runs, module_tracking_uri, tmp_path, capsys):
+    args = ["analyze", "--experiment", "decide", "--tracking-uri", module_tracking_uri, "--no-log"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--detect", "0.5", "--test", "t"]) == 0
+    printed = capsys.readouterr().out
+    assert "Decision" in printed and "Best: dsc" in printed and "paired t test on paired seeds" in printed
+    assert main([*args, "--out", str(tmp_path / "b"), "--baseline", "nope"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "KEY=VALUE" in error
+
+
+def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("raced")
+    sweep_of(log, {"ce": {1: 0.80, 2: 0.81, 3: 0.79}, "dsc": {1: 0.84, 2: 0.85, 3: 0.83}})
+    log.client.set_tag(log.parent_id, names.RACE_DECISION, "separated: dsc after 3 seeds")
+    eliminations = "configuration,seeds,mean,leader,p_holm\nce,3,80.0,dsc,0.04\n"
+    log.client.log_text(log.parent_id, eliminations, "race/eliminations.csv")
+    report = build_report(load_runs("raced", tracking_uri), tmp_path / "r", log_to_mlflow=False)
+    markdown = report.markdown.read_text(encoding="utf-8")
+    assert "### Seed race `sweep-1`" in markdown and "separated: dsc after 3 seeds" in markdown
+    assert "| ce | 3 | 80 | dsc | 0.04 |" in markdown
+    assert any("seed race sweep-1: separated: dsc after 3 seeds" in line for line in report.decision)
