@@ -310,3 +310,22 @@ def test_asha_with_step_evaluations_needs_max_t_and_gpu_needs_a_gpu_device():
     assert "search.resources.gpu" in config_error({"resources": {"gpu": 0.25}}, train={"device": "cpu"})
     plan = plan_of({"resources": {"gpu": 0.25}, "space": {"train.batch_size": {"grid": [8]}}})
     assert plan.search.resources.gpu == 0.25  # fractional GPUs pack several trials on one device
+
+
+# -- one metric, one direction -------------------------------------------------------------------------
+
+
+def test_the_trials_select_on_the_metric_the_sweep_ranks_by():
+    plan = plan_of({"metric": "precision", "space": {"train.seed": {"grid": [1, 2]}}})
+    assert plan.metric == "precision"
+    assert {plan.trial_config(point).train.metric for point in plan.points()} == {"precision"}
+    # train.metric alone is the sweep's metric too
+    assert plan_of({"space": {"train.seed": {"grid": [1]}}}, train={"metric": "recall"}).metric == "recall"
+    assert plan_of({"space": {"train.seed": {"grid": [1]}}}).metric is None  # the task's primary metric
+
+
+def test_two_different_metrics_or_a_direction_are_config_errors():
+    message = config_error({"metric": "precision"}, train={"metric": "f1"})
+    assert "'search.metric'" in message and "train.metric" in message
+    # every dev metric is a score where higher is better: there is no search.mode
+    assert "'search.mode' is not allowed" in config_error({"mode": "min"})

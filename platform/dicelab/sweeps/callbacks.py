@@ -169,10 +169,7 @@ class SweepView(_Lazy):
         value = result.get(self.context.tune_metric)
         if isinstance(value, int | float):
             previous = self.best.get(trial.trial_id)
-            better = previous is None or (
-                value > previous if self.context.plan.search.mode == "max" else value < previous
-            )
-            if better:
+            if previous is None or value > previous:  # dev metrics: higher is better
                 self.best[trial.trial_id] = float(value)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -227,8 +224,7 @@ class SweepView(_Lazy):
 
         running = [t for t in trials if statuses[t.trial_id] == "RUNNING"]
         finished = [t for t in trials if statuses[t.trial_id] in records.STATUS_OF_OUTCOME]
-        sign = 1 if self.context.plan.search.mode == "max" else -1
-        finished.sort(key=lambda t: sign * self.best.get(t.trial_id, -sign * float("inf")), reverse=True)
+        finished.sort(key=lambda t: self.best.get(t.trial_id, -float("inf")), reverse=True)
         shown = running + finished[:finished_rows]
 
         keys: list[str] = []

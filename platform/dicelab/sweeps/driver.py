@@ -131,12 +131,12 @@ def open_parent_run(
 
 
 def close_parent_run(
-    client: MlflowClient, state: SweepState, runs: list[Run], metric: str, mode: str, interrupted: bool
+    client: MlflowClient, state: SweepState, runs: list[Run], metric: str, interrupted: bool
 ) -> Counter[str]:
     """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
     outcomes = Counter(records.outcome_of(run) for run in runs)
     values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
-    best = best_run(runs, metric, mode)
+    best = best_run(runs, metric)
     if best is not None:
         values[names.best_metric(metric)] = best.data.metrics[names.best_metric(metric)]
     now = int(time.time() * 1000)
@@ -151,13 +151,13 @@ def close_parent_run(
     return outcomes
 
 
-def best_run(runs: list[Run], metric: str, mode: str) -> Run | None:
+def best_run(runs: list[Run], metric: str) -> Run | None:
+    """The run with the highest best_dev_<metric> (every dev metric is a score: higher is better)."""
     key = names.best_metric(metric)
     scored = [run for run in runs if key in run.data.metrics]
     if not scored:
         return None
-    pick = max if mode == "max" else min
-    return pick(scored, key=lambda run: run.data.metrics[key])
+    return max(scored, key=lambda run: run.data.metrics[key])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -304,11 +304,11 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     if interrupted:
         _end_running_trials(client, state, options, "the sweep was interrupted")
         runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
-    outcomes = close_parent_run(client, state, runs, metric, plan.search.mode, interrupted)
+    outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
     counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "no trials ran"
     console.print(f"trials: {counts}")
-    best = best_run(runs, metric, plan.search.mode)
+    best = best_run(runs, metric)
     if best is not None:
         value = best.data.metrics[names.best_metric(metric)]
         console.print(

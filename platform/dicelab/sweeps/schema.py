@@ -98,8 +98,10 @@ class SearchConfig(SpaceBlock):
     algorithm: Algorithm = "grid"
     num_samples: int | None = Field(None, ge=1)  # random / optuna: configurations to sample
     seed: int = 0  # seeds the random draws and Optuna's TPE sampler
-    metric: str = "auto"  # dev metric to optimise, without the "dev_" prefix; auto: train.metric / the task's
-    mode: Literal["max", "min"] = "max"
+    # The dev metric to maximise (no "dev_" prefix); auto: train.metric / the task's. The trials select their
+    # best evaluation on it too. Every dev metric is a score in [0, 1] where higher is better (f1, accuracy,
+    # em, ...), so there is no `mode`: "best" is the maximum everywhere (loop, records, Tune, ranking).
+    metric: str = "auto"
     seeds: list[int] | None = Field(None, min_length=1)  # every configuration runs once per seed (train.seed)
     conditional: dict[str, SpaceBlock] = Field(default_factory=dict)  # loss name -> its own space
     scheduler: Scheduler = Field(default_factory=Scheduler)

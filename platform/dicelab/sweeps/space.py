@@ -239,11 +239,10 @@ class SweepPlan:
 
     @property
     def metric(self) -> str | None:
-        """The dev metric to optimise (no "dev_" prefix); None: the task's primary metric."""
-        if self.search.metric != "auto":
-            return self.search.metric
-        train_metric = self.base["train"]["metric"]
-        return None if train_metric == "auto" else train_metric
+        """The dev metric every trial selects on and the sweep maximises (no "dev_" prefix); None: the
+        task's primary metric. `plan_sweep` makes `search.metric` the trials' `train.metric`."""
+        metric = self.base["train"]["metric"]
+        return None if metric == "auto" else metric
 
     @property
     def seeds(self) -> list[int] | None:
@@ -453,6 +452,18 @@ def _check_combinations(search: SearchConfig, plan: SweepPlan, config: Experimen
         fail("search.metric", f"{search.metric!r} is not a metric name such as f1 or accuracy")
 
 
+def _one_metric(search_metric: str, train_metric: str, source: str) -> str:
+    """A trial selects its best evaluation (checkpoint, predictions) on the metric its sweep ranks by."""
+    if search_metric == "auto" or train_metric == search_metric:
+        return train_metric
+    if train_metric != "auto":
+        raise ConfigError(
+            f"{source}: config key 'search.metric': {search_metric!r} differs from train.metric "
+            f"{train_metric!r} (a trial and its sweep select on one metric: set one of them)"
+        )
+    return search_metric
+
+
 def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     """Parse and check the `search:` section and validate every trial configuration it can produce
     (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
@@ -465,6 +476,7 @@ def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
         raise ConfigError(f"{source}: {error}") from None
     base = config_to_dict(config)
     base.pop("search")
+    base["train"]["metric"] = _one_metric(search.metric, config.train.metric, source)
     plan = SweepPlan(search, base, branches, loss_dimension, source)
     _check_combinations(search, plan, config, source)
     for point in plan.probe_points():

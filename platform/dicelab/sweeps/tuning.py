@@ -13,6 +13,8 @@ from ray.tune.search import Repeater, Searcher
 from dicelab.sweeps.space import SweepPlan
 from dicelab.sweeps.trainable import POINT_KEY, SweepContext, tune_trial
 
+MODE = "max"  # every dev metric is a score where higher is better (see SearchConfig.metric)
+
 
 def trial_dirname(trial: Trial) -> str:
     return trial.trial_id  # the default (config in the name) breaks on long points and odd characters
@@ -33,7 +35,7 @@ def search_algorithm(plan: SweepPlan, metric: str) -> Searcher | None:
         return None
     from ray.tune.search.optuna import OptunaSearch
 
-    searcher: Searcher = OptunaSearch(space=plan.suggest, metric=metric, mode=search.mode, seed=search.seed)
+    searcher: Searcher = OptunaSearch(space=plan.suggest, metric=metric, mode=MODE, seed=search.seed)
     if plan.seeds is not None:
         searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
     return searcher
@@ -70,7 +72,7 @@ def build_tuner(
         param_space=param_space(plan),
         tune_config=tune.TuneConfig(
             metric=context.tune_metric,
-            mode=search.mode,
+            mode=MODE,
             search_alg=search_algorithm(plan, context.tune_metric),
             scheduler=scheduler(plan, plan.base["train"]["epochs"]),
             num_samples=plan.num_trials if search.algorithm == "optuna" else 1,
