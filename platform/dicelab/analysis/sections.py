@@ -309,9 +309,10 @@ def _overlap_phrase(overlapping: int, others: int) -> str:
             "its interval overlaps the other value's" if overlapping else "clearly ahead of the other value"
         )
     if overlapping == 0:
-        return f"clearly ahead of all {others} other values (no interval overlaps its own)"
+        return "clearly ahead: no other value's interval overlaps its own"
     if overlapping == others:
-        return f"its interval overlaps those of all {others} other values"
+        every = "both" if others == 2 else f"all {others}"
+        return f"its interval overlaps those of {every} other values"
     return f"its interval overlaps those of {overlapping} of the {others} other values"
 
 
@@ -498,7 +499,8 @@ def files(ctx: ReportContext, tables: dict[str, pd.DataFrame]) -> list[Block]:
         "trials.csv": "a row per trial: params, metrics, outcome, the value used, any exclusion",
         "comparisons.csv": "every comparison: difference, interval, p (raw and Holm), verdict, seeds needed",
         "sensitivity.csv": "the numbers behind the sensitivity figures",
-        "ablation.csv": "the ablation tables, with Δ intervals and the paper's numbers",
+        "ablation.csv": "the ablation tables: Δ intervals (Welch and paired), p (Holm), verdicts"
+        + (", the paper's numbers" if ctx.ablation["paper"].notna().any() else ""),
         "importance.csv": "PED-ANOVA and fANOVA importances",
     }
     items = [f"`{name}`: {descriptions.get(name, '')}" for name in tables]
