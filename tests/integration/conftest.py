@@ -339,3 +339,32 @@ class SweepTools:
 @pytest.fixture(scope="session")
 def sweep_tools(ray_env: dict[str, str]) -> SweepTools:
     return SweepTools(ray_env)
+
+
+# -- fault-injection figures --------------------------------------------------------------------------------
+
+_FIGURES = pytest.StashKey[list[dict[str, Any]]]()
+FIGURE_COLUMNS = ("trials finished", "runs duplicated", "evaluations lost", "seconds to recover")
+
+
+@pytest.fixture
+def fault_figure(request: pytest.FixtureRequest) -> Any:
+    """`fault_figure(fault, trials_finished=, runs_duplicated=, evaluations_lost=, seconds_to_recover=)`
+    records one fault's figures; the table of them is printed at the end of the test session."""
+
+    def record(fault: str, **figures: Any) -> None:
+        request.config.stash.setdefault(_FIGURES, []).append({"fault": fault, **figures})
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    rows = config.stash.get(_FIGURES, [])
+    if not rows:
+        return
+    terminalreporter.section("fault-injection figures")
+    header = ("fault", *FIGURE_COLUMNS)
+    terminalreporter.write_line(" | ".join(header))
+    for row in rows:
+        cells = [row["fault"], *(str(row.get(column.replace(" ", "_"), "")) for column in FIGURE_COLUMNS)]
+        terminalreporter.write_line(" | ".join(cells))

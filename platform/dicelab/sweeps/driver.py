@@ -24,7 +24,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
-from dicelab.sweeps import records
+from dicelab.sweeps import local_ray, records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, ensure_experiment, resolve_tracking_uri
@@ -165,7 +165,8 @@ def best_run(runs: list[Run], metric: str) -> Run | None:
 
 
 def connect_ray(address: str | None) -> None:
-    """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray."""
+    """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
+    this driver (see `local_ray`)."""
     import ray
 
     import dicelab
@@ -175,6 +176,9 @@ def connect_ray(address: str | None) -> None:
     if not address:
         # "local", never None: None would join whatever cluster was started last on this machine.
         ray.init(address="local", include_dashboard=False, **quiet)
+        session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
+        local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
+        local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
     elif address == "auto":
         ray.init(address="auto", **quiet)
     else:
@@ -292,6 +296,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     finally:
         if ray.is_initialized():
             ray.shutdown()
+        local_ray.release()
     runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
     # Tune returns normally after a Ctrl-C, with the running trials TERMINATED and the rest never created:
     # a trial's run still RUNNING (finished, failed and scheduler-stopped trials all end theirs) or missing

@@ -1,0 +1,144 @@
+"""A private local Ray that does not outlive its driver.
+
+When a `dicelab sweep` driver dies without shutting Ray down (kill -9, OOM killer), Ray's GCS and raylet go
+with it, but the raylet's agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) stay alive indefinitely. So
+the driver writes a record into its Ray session directory (its pid and its cluster's node id) and starts a
+small watchdog in a session of its own: when the driver dies, the watchdog kills the processes of that node
+and nothing else. A process belongs to the node when its environment carries the node's RAY_NODE_ID (Ray sets
+it in every process the raylet starts) or it is one of the pids recorded at start-up with the same start time:
+another cluster on the machine, even another dicelab's, is never touched, and no process is found by name.
+If the watchdog was killed too, the next local sweep reaps what the record names. Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RECORD_NAME = "dicelab_driver.json"
+POLL_S = 1.0
+PROC = Path("/proc")
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (with the pid, an identity that survives reuse)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces: the fields after it start after its closing ")"
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _node_processes(node_id: str) -> list[int]:
+    """Processes whose environment says they belong to Ray node `node_id`."""
+    marker = f"RAY_NODE_ID={node_id}".encode()
+    found = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+_recorded: list[Path] = []  # this driver's record, until `release`
+
+
+def record(session_dir: Path, node_id: str) -> None:
+    """After ray.init of a private local cluster: record it and start its watchdog."""
+    if not PROC.is_dir():
+        return
+    driver = os.getpid()
+    path = session_dir / RECORD_NAME
+    data = {
+        "driver_pid": driver,
+        "driver_start": start_time(driver),
+        "node_id": node_id,
+        "processes": [[pid, start_time(pid)] for pid in _descendants(driver)],
+    }
+    path.write_text(json.dumps(data))
+    subprocess.Popen(  # this file as a script: the stdlib only, no dicelab or Ray imports to pay for
+        [sys.executable, __file__, str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # survives a kill of the driver's process group; never gets its Ctrl-C
+        close_fds=True,
+    )
+    _recorded.append(path)
+
+
+def release() -> None:
+    """After ray.shutdown(): nothing to reap; the watchdog sees the record gone and exits."""
+    while _recorded:
+        _recorded.pop().unlink(missing_ok=True)
+
+
+def _alive(pid: int, started: int | None) -> bool:
+    return started is not None and start_time(pid) == started
+
+
+def reap(path: Path) -> list[int]:
+    """Kill what is left of the recorded cluster once its driver is gone; the pids killed."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if _alive(data["driver_pid"], data["driver_start"]):
+        return []
+    targets = {pid for pid, started in data["processes"] if _alive(pid, started)}
+    targets |= set(_node_processes(data["node_id"]))
+    killed = []
+    for pid in sorted(targets):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # the agents ignore SIGTERM once their raylet is gone
+            killed.append(pid)
+    path.unlink(missing_ok=True)
+    return killed
+
+
+def reap_leftovers(temp_dir: Path) -> list[int]:
+    """Before starting a new local Ray: reap every recorded cluster under Ray's temp dir whose driver died."""
+    killed: list[int] = []
+    for path in sorted(temp_dir.glob(f"session_*/{RECORD_NAME}")):
+        killed += reap(path)
+    return killed
+
+
+def _watch(path: Path) -> None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    while path.exists() and _alive(data["driver_pid"], data["driver_start"]):
+        time.sleep(POLL_S)
+    if path.exists():  # the driver died without releasing its cluster
+        reap(path)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch(Path(sys.argv[1]))
