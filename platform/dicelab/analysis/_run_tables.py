@@ -22,7 +22,7 @@ from mlflow.store.db.db_types import DATABASE_ENGINES
 from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
 from mlflow.tracking import MlflowClient
 
-from dicelab.errors import TrackingError
+from dicelab.errors import TrackingError, first_line
 
 PAGE_SIZE = 10_000  # runs per search_runs page (the SQLite store accepts up to 50,000)
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
@@ -159,6 +159,6 @@ def _connection(uri: str) -> Iterator[sa.Connection]:
         with engine.connect() as connection:
             yield connection
     except sa.exc.SQLAlchemyError as error:
-        raise TrackingError(f"cannot read the MLflow store {uri}: {str(error).splitlines()[0]}") from None
+        raise TrackingError(f"cannot read the MLflow store {uri}: {first_line(error)}") from None
     finally:
         engine.dispose()

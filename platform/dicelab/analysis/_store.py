@@ -10,7 +10,7 @@ from mlflow.entities import Experiment, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from dicelab.errors import TrackingError
+from dicelab.errors import TrackingError, first_line
 from dicelab.tracking.store import SQLITE_PREFIX, check_tracking, resolve_tracking_uri, sqlite_path
 
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
@@ -39,7 +39,7 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
         available = sorted(e.name for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY))
     except MlflowException as error:
         raise TrackingError(
-            f"cannot read the MLflow store {client.tracking_uri}: {_first_line(error)}"
+            f"cannot read the MLflow store {client.tracking_uri}: {first_line(error)}"
         ) from None
     listing = ", ".join(available) if available else "none"
     raise TrackingError(f"no experiment {name!r} in {client.tracking_uri} (available: {listing})")
@@ -57,8 +57,3 @@ def quiet_artifact_transfers() -> Iterator[None]:
             os.environ.pop(_PROGRESS_BAR_VARIABLE, None)
         else:
             os.environ[_PROGRESS_BAR_VARIABLE] = previous
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -19,7 +19,7 @@ import pandas as pd
 from dicelab.data.base import Family
 from dicelab.data.provenance import set_origin
 from dicelab.data.readers._canonical import ColumnKey, resolve_columns, to_canonical
-from dicelab.errors import DataError
+from dicelab.errors import DataError, first_line
 
 if TYPE_CHECKING:
     import datasets
@@ -63,8 +63,7 @@ def load_hub_dataset(name: str, cache_dir: str | None = None) -> datasets.Datase
     try:
         loaded = datasets.load_dataset(path, config, cache_dir=cache_dir)
     except Exception as error:  # the hub raises many kinds (network, missing repo, bad config)
-        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise DataError(f"hub dataset {name!r}: cannot load ({type(error).__name__}: {message})") from error
+        raise DataError(f"hub dataset {name!r}: cannot load ({first_line(error, with_type=True)})") from error
     return loaded
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from dicelab.errors import ConfigError, DicelabError, TrackingError
+from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
 from dicelab.experiment import load_experiment
 from dicelab.tracking.store import check_tracking as check_server
 
@@ -107,12 +107,7 @@ def _client(address: str) -> Any:
     try:
         return JobSubmissionClient(address)
     except Exception as error:  # ConnectionError, RuntimeError on HTTP 401/403, ValueError on bad addresses
-        raise SubmitError(f"--address {address}: {_one_line(error)}{_auth_hint(error)}") from None
-
-
-def _one_line(error: BaseException) -> str:
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+        raise SubmitError(f"--address {address}: {first_line(error)}{_auth_hint(error)}") from None
 
 
 def _auth_hint(error: BaseException) -> str:
@@ -164,7 +159,9 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
             metadata={"dicelab.sweep": name},
         )
     except Exception as error:
-        raise SubmitError(f"submitting to {options.address}: {_one_line(error)}{_auth_hint(error)}") from None
+        raise SubmitError(
+            f"submitting to {options.address}: {first_line(error)}{_auth_hint(error)}"
+        ) from None
     console.print(f"submitted job {job_id}", highlight=False)
     if not options.follow:
         console.print(

@@ -28,7 +28,7 @@ from ray import tune
 from ray.tune.search.repeater import TRIAL_INDEX
 
 from dicelab.config import ExperimentConfig, flatten_config
-from dicelab.errors import DicelabError, TrialFailed
+from dicelab.errors import DicelabError, TrialFailed, first_line
 from dicelab.sweeps import records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, Point, SweepPlan
 from dicelab.tracking import conventions as names
@@ -206,11 +206,6 @@ def _restored_state() -> dict[str, Any] | None:
         return None
 
 
-def one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-
-
 def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
     # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
@@ -245,9 +240,9 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
         run_trial(config, reporter, inputs=trial_inputs, resume_state=state)
     except (TrialFailed, DicelabError) as error:
         if not reporter.ended:
-            records.close_run(client, run_id, names.FAILED, one_line(error))
+            records.close_run(client, run_id, names.FAILED, first_line(error, with_type=True))
         TuneReporter.report_failure(context.tune_metric)
     except BaseException as error:
         if not reporter.ended:
-            records.close_run(client, run_id, names.FAILED, one_line(error))
+            records.close_run(client, run_id, names.FAILED, first_line(error, with_type=True))
         raise

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from dicelab.errors import TrackingError
+from dicelab.errors import TrackingError, first_line
 from dicelab.tracking import conventions as names
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ def _check_sqlite(uri: str) -> None:
     try:  # creates or migrates the schema once, here, instead of racing in concurrent trials
         MlflowClient(uri).search_experiments(max_results=1)
     except Exception as error:
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise TrackingError(f"tracking store {uri!r} is unusable: {first_line}") from None
+        raise TrackingError(f"tracking store {uri!r} is unusable: {first_line(error)}") from None
 
 
 def _check_server(uri: str) -> None:

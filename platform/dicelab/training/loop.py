@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from dicelab.config import ExperimentConfig
-from dicelab.errors import ConfigError, TrialFailed
+from dicelab.errors import ConfigError, TrialFailed, first_line
 from dicelab.losses import LOSSES, build_loss
 from dicelab.tasks import TASKS
 from dicelab.tasks._batching import LengthOrderedBatches, row_lengths
@@ -76,7 +76,7 @@ def run_trial(
             reporter.on_end(trial.result(names.NON_FINITE, str(error)))
             raise TrialFailed(str(error)) from None
         except BaseException as error:
-            reporter.on_end(trial.result(names.FAILED, _one_line(error)))
+            reporter.on_end(trial.result(names.FAILED, first_line(error, with_type=True)))
             raise
         result = trial.result(outcome, reason)
         reporter.on_end(result)
@@ -321,7 +321,3 @@ class Window:
         self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
         return metrics
 
-
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
