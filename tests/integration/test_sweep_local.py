@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from mlflow import MlflowClient
@@ -65,7 +66,9 @@ def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(tmp_
     assert len(artifacts) > 1  # the trial's own end: config, predictions, per-class report
 
 
-def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(tmp_path, sweep_tools):
+def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
+    tmp_path, sweep_tools, fault_figure
+):
     config = sweep_tools.write_sweep(
         tmp_path,
         "it-interrupt",
@@ -95,10 +98,24 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(tmp_p
     killed = [run for run in trials if run.info.status == "KILLED"]
     assert killed and all("--resume" in run.data.tags[names.REASON] for run in killed)
 
+    started = time.monotonic()
     resumed = sweep_tools.run(["sweep", str(config), "--resume"], tmp_path, 500)
+    recover_s = time.monotonic() - started
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     parents, trials = sweep_tools.sweep_runs(uri, "it-interrupt")
     assert [parent.info.status for parent in parents] == ["FINISHED"]
     runs = sweep_tools.by_trial(parents[0], trials)
     assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
     assert all(names.REASON not in run.data.tags for run in runs.values())
+    evaluated = [
+        {p.step for p in client.get_metric_history(run.info.run_id, "dev_f1")} for run in runs.values()
+    ]
+    lost = sum(30 - len(steps) for steps in evaluated)
+    assert lost == 0
+    fault_figure(
+        "Ctrl-C (SIGINT) of the driver, then --resume",
+        trials_finished=f"{len(runs)}/2",
+        runs_duplicated=len(trials) - len(runs),
+        evaluations_lost=lost,
+        seconds_to_recover=f"{recover_s:.0f} (resume)",
+    )

@@ -30,13 +30,17 @@ def test_a_new_experiment_opens_on_the_model_training_view(client):
     assert _kind(client, experiment_id) == "custom_model_development"
 
 
-def test_an_existing_untagged_experiment_is_tagged_and_a_chosen_kind_is_kept(client):
-    untagged = client.create_experiment("older")
+def test_an_existing_untagged_experiment_is_tagged_and_a_chosen_kind_is_kept(client, tmp_path):
+    untagged = client.create_experiment("older", artifact_location=(tmp_path / "older").as_uri())
     assert _kind(client, untagged) is None
     assert ensure_experiment(client, "older") == untagged
     assert _kind(client, untagged) == names.EXPERIMENT_KIND_TRAINING
 
-    chosen = client.create_experiment("chosen", tags={names.EXPERIMENT_KIND: "genai_development"})
+    chosen = client.create_experiment(
+        "chosen",
+        artifact_location=(tmp_path / "chosen").as_uri(),
+        tags={names.EXPERIMENT_KIND: "genai_development"},
+    )
     ensure_experiment(client, "chosen")
     assert _kind(client, chosen) == "genai_development"
 

@@ -10,6 +10,7 @@ from mlflow import MlflowClient
 
 from dicelab.errors import TrialFailed
 from dicelab.tracking import conventions as names
+from dicelab.tracking import ensure_experiment
 from dicelab.training import MultiReporter, Reporter, run_trial
 from dicelab.training.reporters import ConsoleReporter, MlflowReporter
 
@@ -87,7 +88,7 @@ def test_a_non_finite_trial_is_a_failed_run_with_its_reason(store, make_config, 
 
 def test_child_runs_nest_under_a_parent_and_resume_into_the_same_run(store, make_config, inputs_for):
     client = MlflowClient(store)
-    experiment_id = client.create_experiment("sweep-like")
+    experiment_id = ensure_experiment(client, "sweep-like")  # artifacts beside the store, never ./mlruns
     parent = client.create_run(experiment_id, tags={names.ROLE: names.ROLE_PARENT})
     config = make_config("pairs", "train.eval_every_steps=2", "train.max_steps=4")
     inputs = inputs_for(config)

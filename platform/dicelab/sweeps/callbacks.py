@@ -185,11 +185,12 @@ class SweepView(_Lazy):
             self._live.update(self.render(trials, _LIVE_FINISHED_ROWS))
 
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        # the final table without the MLflow location: the sweep's closing lines say where to look
         if self._live is not None:
-            self._live.update(self.render(trials, _FINAL_ROWS))
+            self._live.update(self.render(trials, _FINAL_ROWS, footer=False))
             self._live.stop()
         elif self._console is not None:
-            self._console.print(self.render(trials, _FINAL_ROWS))
+            self._console.print(self.render(trials, _FINAL_ROWS, footer=False))
 
     # -- rendering -------------------------------------------------------------------------------------
 
@@ -214,7 +215,7 @@ class SweepView(_Lazy):
         line.append(f" {event}: {run_name(self._overrides(trial))}{metric}{because}")
         self._console.print(line, highlight=False)
 
-    def render(self, trials: list[Trial], finished_rows: int) -> Group:
+    def render(self, trials: list[Trial], finished_rows: int, footer: bool = True) -> Group:
         metric = self.context.tune_metric
         statuses = {trial.trial_id: self._status(trial) for trial in trials}
         counts: dict[str, int] = {}
@@ -254,11 +255,10 @@ class SweepView(_Lazy):
                 f"{best:.4f}" if best is not None else "",
             )
         hidden = len(trials) - len(shown)
-        footer = Text(
-            f"{hidden} more trials (pending or below the best {finished_rows}) · " if hidden else ""
-        )
-        footer.append(self.where, style="dim")
-        return Group(table, footer)
+        below = Text(f"{hidden} more trials (pending or below the best {finished_rows})" if hidden else "")
+        if footer:  # while the sweep runs: where its runs can be watched
+            below.append(f"{' · ' if hidden else ''}{self.where}", style="dim")
+        return Group(table, below) if below.plain else Group(table)
 
 
 def _header(key: str) -> str:

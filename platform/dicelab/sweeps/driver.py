@@ -27,7 +27,7 @@ from dicelab.experiment import load_experiment
 from dicelab.sweeps import local_ray, records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
 from dicelab.sweeps.state import SweepState
-from dicelab.tracking import check_tracking, ensure_experiment, resolve_tracking_uri
+from dicelab.tracking import check_tracking, ensure_experiment, links, resolve_tracking_uri
 from dicelab.tracking import conventions as names
 from dicelab.tracking.store import STORE_DIR
 
@@ -175,6 +175,8 @@ def connect_ray(address: str | None) -> None:
     address = address or os.environ.get("RAY_ADDRESS")
     if not address:
         # "local", never None: None would join whatever cluster was started last on this machine.
+        # Token authentication as Ray's default, said explicitly so that Ray does not warn about its default.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
         ray.init(address="local", include_dashboard=False, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
@@ -273,11 +275,11 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     import dicelab
 
     seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
+    resumed = " resumed" if options.resume else ""
     console.print(
-        f"sweep [bold]{config.name}[/] ({'resuming, ' if options.resume else ''}{plan.num_trials} trials: "
-        f"{plan.num_configurations} configurations{seeds}, {plan.search.algorithm}, "
-        f"scheduler {plan.search.scheduler.name}) · dicelab {dicelab.__version__} "
-        f"from {Path(dicelab.__file__).parent}",
+        f"dicelab {dicelab.__version__} · sweep [bold]{config.name}[/]{resumed}: "
+        f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds}), "
+        f"{plan.search.algorithm} search, {plan.search.scheduler.name} scheduler",
         highlight=False,
         soft_wrap=True,
     )
@@ -311,19 +313,35 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
     outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
-    counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "no trials ran"
-    console.print(f"trials: {counts}")
-    best = best_run(runs, metric)
-    if best is not None:
-        value = best.data.metrics[names.best_metric(metric)]
-        console.print(
-            f"best {names.best_metric(metric)} {value:.4f}: {best.info.run_name} (run {best.info.run_id})"
-        )
-    console.print(where, highlight=False, soft_wrap=True)
+    _print_closing(console, state, runs, outcomes, metric, tracking_uri)
     if interrupted:
-        console.print(f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})")
+        console.print(
+            f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 130
     return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
+
+
+def _print_closing(
+    console: Console, state: SweepState, runs: list[Run], outcomes: Counter[str], metric: str, uri: str
+) -> None:
+    """The sweep's last lines: what happened, the best trial, and how to look at it."""
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "none ran"
+    lines = [f"trials: {counts}"]
+    best = best_run(runs, metric)
+    if best is not None:
+        key = names.best_metric(metric)
+        lines.append(
+            f"best:   {best.info.run_name} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}"
+        )
+    if uri.startswith(("http://", "https://")):
+        lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
+    else:
+        lines.append(f"UI:     dicelab ui --experiment {state.name}  (its trials, best {metric} first)")
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def _end_running_trials(client: MlflowClient, state: SweepState, options: SweepOptions, why: str) -> None:
@@ -400,7 +418,6 @@ def _fit(
 
 
 def _mlflow_location(tracking_uri: str, state: SweepState) -> str:
-    if tracking_uri.startswith("http"):
-        url = f"{tracking_uri.rstrip('/')}/#/experiments/{state.experiment_id}/runs/{state.parent_run_id}"
-        return f"MLflow: {url}"
-    return f"MLflow: experiment {state.name!r} in {tracking_uri} (browse: dicelab ui)"
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"MLflow: {links.run_url(tracking_uri, state.experiment_id, state.parent_run_id)}"
+    return f"MLflow: experiment {state.name!r} in {tracking_uri}"

@@ -7,10 +7,13 @@ MLflow 3's file store is deprecated, so bare paths and file:// URIs are rejected
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -29,6 +32,8 @@ DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"  # beside the SQLite file, so artifacts never land in ./mlruns
 SERVER_TIMEOUT_S = 5.0
 SQLITE_PREFIX = "sqlite:///"
+# "Creating initial MLflow database tables...", "Updating database tables", alembic's migration steps
+SCHEMA_LOGGERS = ("mlflow.store.db.utils", "alembic")
 
 
 def default_tracking_uri(cwd: str | Path | None = None) -> str:
@@ -85,9 +90,23 @@ def _check_sqlite(uri: str) -> None:
     from mlflow import MlflowClient
 
     try:  # creates or migrates the schema once, here, instead of racing in concurrent trials
-        MlflowClient(uri).search_experiments(max_results=1)
+        with _quiet(SCHEMA_LOGGERS):
+            MlflowClient(uri).search_experiments(max_results=1)
     except Exception as error:
         raise TrackingError(f"tracking store {uri!r} is unusable: {first_line(error)}") from None
+
+
+@contextlib.contextmanager
+def _quiet(loggers: tuple[str, ...]) -> Iterator[None]:
+    """Loggers at WARNING for the block: a new store's schema set-up is not news to print."""
+    previous = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for name, level in previous.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _check_server(uri: str) -> None:

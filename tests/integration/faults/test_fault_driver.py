@@ -1,5 +1,5 @@
-"""Faults of the sweep's driver on a private local Ray: kill -9 (no Ray process may outlive it; --resume
-finishes the sweep) and Ctrl-C (running trials end KILLED; --resume finishes them)."""
+"""The sweep's driver killed with kill -9 on a private local Ray: no Ray process may outlive it, and --resume
+finishes the sweep. (Ctrl-C of the driver: tests/integration/test_sweep_local.py reports its figures.)"""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
-
-from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -118,53 +116,4 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_and_resume_finishes(tmp_path
         runs_duplicated=len(trials) - len(runs),
         evaluations_lost=lost,
         seconds_to_recover=f"{recover_s:.0f} (resume); Ray leftovers gone {cleaned_s:.1f} s after the kill",
-    )
-
-
-def test_ctrl_c_of_the_driver_ends_runs_killed_and_resume_finishes(tmp_path, local_tools, fault_figure):
-    name = "fault-ctrl-c"
-    config = local_tools.write_sweep(
-        tmp_path,
-        name,
-        {"seeds": [1, 2], "space": {"loss.name": {"grid": ["ce"]}}, "max_concurrent": 1},
-        train={"epochs": EPOCHS},
-    )
-    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
-    client = MlflowClient(uri)
-
-    def evaluated_and_running() -> bool:
-        _, trials = local_tools.sweep_runs(uri, name)
-        return any(
-            run.info.status == "RUNNING" and client.get_metric_history(run.info.run_id, "dev_f1")
-            for run in trials
-        )
-
-    driver = local_tools.start(["sweep", str(config)], tmp_path)
-    try:
-        local_tools.wait_until(evaluated_and_running, 400, "a running trial with an evaluation", driver)
-        os.kill(driver.popen.pid, signal.SIGINT)  # Ctrl-C in the driver's terminal
-        driver.popen.wait(timeout=120)
-    finally:
-        driver.stop()
-    assert driver.popen.returncode == 130, driver.log.read_text()[-3000:]
-    _, trials = local_tools.sweep_runs(uri, name)
-    killed = [run for run in trials if run.info.status == "KILLED"]
-    assert killed and all("--resume" in run.data.tags[names.REASON] for run in killed)
-    assert not [run for run in trials if run.info.status == "RUNNING"]
-
-    started = time.monotonic()
-    resumed = local_tools.run(["sweep", str(config), "--resume"], tmp_path, timeout_s=600)
-    recover_s = time.monotonic() - started
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    parents, trials = local_tools.sweep_runs(uri, name)
-    runs = local_tools.by_trial(parents[0], trials)
-    assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
-    lost = _lost_evaluations(client, runs.values(), EPOCHS)
-    assert lost == 0
-    fault_figure(
-        "Ctrl-C (SIGINT) of the driver, then --resume",
-        trials_finished=f"{len(runs)}/2",
-        runs_duplicated=len(trials) - len(runs),
-        evaluations_lost=lost,
-        seconds_to_recover=f"{recover_s:.0f} (resume)",
     )
