@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 from dicelab.analysis import build_report, load_runs, plots, sensitivity_curves
 from dicelab.analysis.sections import optimum_sentence
@@ -115,3 +117,19 @@ def test_the_optimum_is_described_in_words(means, lows, highs, phrase):
         }
     )
     assert optimum_sentence(rows, "loss.alpha").endswith(phrase)
+
+
+def test_sensitivity_points_carry_their_paired_difference_to_the_baseline(runs):
+    rows, axes = tversky_figure(runs)
+    ce = {seed: 60.0 + seed for seed in range(3)}  # the fixture's ce trials, in percent
+    for x, values in TVERSKY.items():
+        point = rows.set_index("x").loc[x]
+        differences = [100 * value - ce[seed] for seed, value in enumerate(values)]
+        expected = stats.ttest_rel([100 * v for v in values], [ce[0], ce[1]]).confidence_interval(0.95)
+        assert point["baseline"] == "ce" and point["delta_paired"]
+        assert point["delta"] == pytest.approx(np.mean(differences))
+        assert (point["delta_low"], point["delta_high"]) == pytest.approx((expected.low, expected.high))
+    assert rows["delta_p_holm"].tolist() == pytest.approx(multipletests(rows["delta_p"], method="holm")[1])
+    lower = axes.figure.axes[1]
+    (paired,) = [line for line in lower.lines if line.get_gid() == "paired"]
+    assert paired.get_ydata().tolist() == pytest.approx(rows.sort_values("x")["delta"].tolist())

@@ -177,6 +177,38 @@ def configurations(group: pd.DataFrame, param_columns: list[str]) -> list[Config
     )
 
 
+class BaselineFinder:
+    """The baseline configuration any group of trials (a curve point) is compared with, arena by arena."""
+
+    def __init__(self, obs: pd.DataFrame, param_columns: list[str], options: AnalysisOptions):
+        self.options = options
+        self.key = options.baseline_key
+        self._arenas = {
+            tuple(arena.values()): (group, configurations(group, param_columns))
+            for arena, group in _arenas(obs, self.key)
+        }
+        self._param_columns = param_columns
+
+    def partner(self, rows: pd.DataFrame) -> Configuration | None:
+        """None when `rows` are themselves baseline trials, or no baseline agrees with their settings."""
+        first = rows.iloc[0]
+        variant = first[VARIANT] if self.key != VARIANT else ALL_VARIANTS
+        found = self._arenas.get((first["experiment"], first[TASK], first["metric"], variant))
+        if found is None or self.key not in rows:
+            return None
+        group, configs = found
+        if rows[self.key].map(lambda value: _matches(value, self.options.baseline_value)).any():
+            return None
+        baselines = [c for c in configs if _matches(c.settings.get(self.key), self.options.baseline_value)]
+        columns = [LOSS, VARIANT, *hyperparameter_columns(group, self._param_columns)]
+        settings = {c: rows[c].iloc[0] for c in columns if rows[c].nunique(dropna=False) == 1}
+        usable = rows.loc[rows["usable"], "value"]
+        point = Configuration(
+            "", str(first[LOSS]), str(first[VARIANT]), settings, rows, usable.mean(), len(usable)
+        )
+        return _partner(point, baselines, self.key)
+
+
 def seed_values(rows: pd.DataFrame) -> dict[int, float]:
     """{train.seed: value} of a configuration's trials; a trial that is not usable is a missing seed (NaN).
 

@@ -35,7 +35,7 @@ class ReportContext:
     def __post_init__(self) -> None:
         self.obs = observations(self.runs, self.options)
         self.lines = list(curve_lines(self.obs, self.runs))
-        self.curves = curves_from_lines(self.lines, self.runs, self.options)
+        self.curves = curves_from_lines(self.lines, self.obs, self.runs, self.options)
         self.ablation = ablation_from_observations(self.obs, self.runs, self.options)
         self.importance = importance_from_observations(self.obs, self.runs)
         self.decisions = decisions_from_observations(self.obs, self.runs, self.options)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
@@ -46,7 +47,11 @@ def sensitivity_figure(
     The star's and the carets' collections carry gid "optimum" and "band-cut".
     """
     figure = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
-    axes = figure.add_subplot()
+    with_delta = "delta" in curves and bool(np.isfinite(curves["delta"].to_numpy(dtype=float)).any())
+    if with_delta:
+        axes, lower = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1.4])
+    else:
+        axes, lower = figure.add_subplot(), None
     numeric = pd.api.types.is_numeric_dtype(curves["x"])
     categories = [] if numeric else sorted(curves["x"].astype(str).unique())
     values = curves["x"].to_numpy(dtype=float) if numeric else np.arange(len(categories), dtype=float)
@@ -148,12 +153,36 @@ def sensitivity_figure(
     ticks = sorted(set(values))
     axes.set_xticks(ticks, [format_value(v) for v in ticks] if numeric else categories)
     axes.minorticks_off()
-    axes.set_xlabel(param + (f"   ({relation})" if relation else ""))
     axes.set_ylabel(y_label)
     axes.set_title(title, loc="left", fontsize=11)
     axes.grid(alpha=0.3)
+    if lower is not None:
+        _paired_differences(lower, curves, position)
+    (lower or axes).set_xlabel(param + (f"   ({relation})" if relation else ""))
     figure.legend(handles=[*handles, *extras], loc="outside right upper", fontsize=9, frameon=False)
     return figure
+
+
+def _paired_differences(
+    axes: Axes, curves: pd.DataFrame, position: Callable[[pd.Series], np.ndarray]
+) -> None:
+    """The lower panel: each point's paired difference to its baseline with the interval (gid "paired")."""
+    axes.axhline(0.0, color="0.3", linewidth=0.8)
+    for index, (_line, rows) in enumerate(curves.groupby("line", sort=False)):
+        rows = rows[np.isfinite(rows["delta"].to_numpy(dtype=float))].sort_values("x")
+        if rows.empty:
+            continue
+        delta = rows["delta"].to_numpy(dtype=float)
+        low, high = rows["delta_low"].to_numpy(dtype=float), rows["delta_high"].to_numpy(dtype=float)
+        errors = np.nan_to_num(np.vstack([delta - low, high - delta]), nan=0.0)
+        container = axes.errorbar(
+            position(rows["x"]), delta, yerr=errors, color=_COLORS[index % len(_COLORS)], marker="o",
+            markersize=4, capsize=3, linewidth=1,
+        )  # fmt: skip
+        container.lines[0].set_gid("paired")
+    baselines = ", ".join(sorted({str(b) for b in curves["baseline"] if b}))
+    axes.set_ylabel(f"Δ vs {baselines}\n(paired)", fontsize=9)
+    axes.grid(alpha=0.3)
 
 
 def training_curves_figure(curves: pd.DataFrame, *, y_label: str, title: str) -> Figure:

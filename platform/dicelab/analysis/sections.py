@@ -197,7 +197,8 @@ def sensitivity(ctx: ReportContext) -> list[Block]:
         Heading("Sensitivity to hyperparameters"),
         Text(
             f"Lines: mean over seeds; band: {ctx.level} t-interval (cut at the metric's range, the tables "
-            "keep the whole interval); dots: single seeds; star: the best mean"
+            "keep the whole interval); dots: single seeds; star: the best mean; lower panel (when there is a "
+            "baseline): each point's paired difference to it, with its interval"
             + ("; X: the paper's number (`paper.sensitivity`)." if with_paper else ".")
         ),
     ]
@@ -266,12 +267,23 @@ def _sensitivity_figure(ctx: ReportContext, rows: pd.DataFrame, lines: list[Curv
 def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
     show_paper = rows["paper"].notna().any()
     show_failed = bool((rows["n_failed"] + rows["n_degenerate"] + rows["n_missing"] > 0).any())
+    show_delta = bool(rows["delta"].notna().any())
     header = ["line", short_name(param), "n", "mean", f"{ctx.level} CI"]
+    if show_delta:
+        baselines = ", ".join(f"`{b}`" for b in sorted({b for b in rows["baseline"] if b}))
+        header += [f"Δ vs {baselines}", f"{ctx.level} CI (paired)", "p (Holm)"]
     header += ["failed / degenerate / missing"] if show_failed else []
     header += ["paper"] if show_paper else []
     table_rows = []
     for r in rows.itertuples():
         row = [r.line, format_value(r.x), str(r.n), number(r.mean), interval(r.ci_low, r.ci_high)]
+        if show_delta:
+            paired = "" if not math.isfinite(r.delta) or r.delta_paired else " (unpaired)"
+            row += [
+                f"{r.delta:+.2f}{paired}" if math.isfinite(r.delta) else "",
+                interval(r.delta_low, r.delta_high, signed=True) if math.isfinite(r.delta) else "",
+                f"{r.delta_p_holm:.3g}" if math.isfinite(r.delta_p_holm) else "",
+            ]
         row += [f"{r.n_failed} / {r.n_degenerate} / {r.n_missing}"] if show_failed else []
         row += [number(r.paper) if math.isfinite(r.paper) else ""] if show_paper else []
         if r.is_optimum:

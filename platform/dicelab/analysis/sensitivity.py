@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from dicelab.analysis.comparisons import BaselineFinder, seed_values
 from dicelab.analysis.design import SweptParam, config_label, swept_params
 from dicelab.analysis.intervals import t_interval
 from dicelab.analysis.observations import (
@@ -23,6 +24,7 @@ from dicelab.analysis.observations import (
 )
 from dicelab.analysis.paper import PaperNumbers
 from dicelab.analysis.runs import RunSet
+from dicelab.stats import compare, holm
 
 # Another swept param with at most this many values splits the curves into lines; one with more values
 # (a random search over it) is averaged over, and the curve says so in `averaged_over`.
@@ -50,6 +52,13 @@ CURVE_COLUMNS = [
     "ci_high",
     "is_optimum",
     "paper",
+    "baseline",  # the configuration the point is compared with, paired on seeds (dicelab.stats.compare)
+    "delta",
+    "delta_low",
+    "delta_high",
+    "delta_paired",
+    "delta_p",
+    "delta_p_holm",  # Holm over the points of one figure
 ]
 
 
@@ -83,7 +92,7 @@ def sensitivity_curves(runs: RunSet, options: AnalysisOptions | None = None) -> 
     """
     options = options or AnalysisOptions()
     obs = observations(runs, options)
-    return curves_from_lines(curve_lines(obs, runs), runs, options)
+    return curves_from_lines(curve_lines(obs, runs), obs, runs, options)
 
 
 def curve_lines(obs: pd.DataFrame, runs: RunSet) -> Iterator[CurveLine]:
@@ -117,8 +126,11 @@ def curve_lines(obs: pd.DataFrame, runs: RunSet) -> Iterator[CurveLine]:
                 )
 
 
-def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
+def curves_from_lines(
+    lines: Iterable[CurveLine], obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions
+) -> pd.DataFrame:
     lines = list(lines)
+    baselines = BaselineFinder(obs, runs.param_columns, options)
     variants: dict[tuple[str, str, str], set[str]] = {}
     for line in lines:
         variants.setdefault((line.experiment, line.task, line.loss), set()).add(line.variant)
@@ -149,16 +161,41 @@ def curves_from_lines(lines: Iterable[CurveLine], runs: RunSet, options: Analysi
                     "ci_high": interval.high,
                     "is_optimum": False,
                     "paper": paper.sensitivity_at(line.loss, float(x)) if paper else math.nan,
+                    **_against_baseline(cell, baselines, options),
                 }
             )
     curves = pd.DataFrame(rows, columns=CURVE_COLUMNS)
     if not curves.empty:
+        figure_keys = ["task", "metric", "loss", "param"]
+        curves["delta_p_holm"] = curves.groupby(figure_keys, sort=False)["delta_p"].transform(
+            lambda p: pd.Series(holm(p.tolist()), index=p.index)
+        )
         # The optimum of a line is its point with the highest mean, when no other point ties with it.
         line_keys = ["task", "metric", "loss", "param", "line"]
         means = curves.groupby(line_keys, sort=False)["mean"]
         top = curves["mean"] == means.transform("max")
         curves["is_optimum"] = top & (top.groupby([curves[key] for key in line_keys]).transform("sum") == 1)
     return curves
+
+
+def _against_baseline(
+    cell: pd.DataFrame, baselines: BaselineFinder, options: AnalysisOptions
+) -> dict[str, Any]:
+    partner = baselines.partner(cell)
+    if partner is None:
+        return {"baseline": "", "delta": math.nan, "delta_low": math.nan, "delta_high": math.nan,
+                "delta_paired": False, "delta_p": math.nan}  # fmt: skip
+    result = compare(
+        seed_values(cell), seed_values(partner.rows), confidence=options.confidence, test=options.test
+    )
+    return {
+        "baseline": partner.label,
+        "delta": result.difference,
+        "delta_low": result.low,
+        "delta_high": result.high,
+        "delta_paired": result.paired,
+        "delta_p": result.p_value,
+    }
 
 
 def _paper_for_line(runs: RunSet, line: CurveLine, variants: set[str]) -> PaperNumbers | None:
