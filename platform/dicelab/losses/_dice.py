@@ -9,10 +9,12 @@ and finally reduced over classes with class_reduction "mean" or "sum" (the offic
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -393,82 +395,55 @@ def _softmax_overlap(
     return loss, gradient.view(-1).index_copy_(0, pivot, pivot_gradient).view_as(gradient)
 
 
-@LOSSES.register("dice")
-class DiceLoss(Loss):
-    """Dice loss; `square_denominator` (default True) squares p in the denominator (Milletari et al.)."""
+class _OverlapLoss(Loss):
+    """The module form of one pure function above: the same keyword parameters and defaults (the function's
+    signature is their one declaration), checked once on construction and passed on every call."""
 
-    def __init__(
-        self,
-        *,
-        smooth: float = 1.0,
-        square_denominator: bool = True,
-        level: str = "example",
-        class_reduction: str = "mean",
-        ignore_index: int = -100,
-    ):
+    loss_function: ClassVar[Callable[..., Tensor]]
+    check_options: ClassVar[Callable[..., dict[str, Any]]]  # the function's parameters -> checked options
+
+    def __init__(self, *, ignore_index: int = -100, **params: Any):
         super().__init__(ignore_index=ignore_index)
-        self.options.update(
-            dice_options(
-                smooth=smooth,
-                square_denominator=square_denominator,
-                level=level,
-                class_reduction=class_reduction,
-            )
-        )
+        self.options.update(type(self).check_options(**{**self._defaults(), **params}))
+
+    @classmethod
+    def _keyword_parameters(cls) -> dict[str, inspect.Parameter]:
+        parameters = inspect.signature(cls.loss_function).parameters.values()
+        return {p.name: p for p in parameters if p.kind is p.KEYWORD_ONLY}
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        return {name: p.default for name, p in cls._keyword_parameters().items() if name != "ignore_index"}
+
+    @classmethod
+    def parameter_names(cls) -> list[str]:
+        return sorted(cls._keyword_parameters())
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return dice_loss(logits, target, **self.options)
+        return type(self).loss_function(logits, target, **self.options)
+
+
+@LOSSES.register("dice")
+class DiceLoss(_OverlapLoss):
+    """Dice loss (`dice_loss`); `square_denominator` (default True) squares p in the denominator (Milletari
+    et al.)."""
+
+    loss_function = staticmethod(dice_loss)
+    check_options = staticmethod(dice_options)
 
 
 @LOSSES.register("dsc")
-class SelfAdjustingDiceLoss(Loss):
-    """Self-adjusting dice loss (the paper's DSC); `alpha` >= 0 is the exponent of (1 - p)."""
+class SelfAdjustingDiceLoss(_OverlapLoss):
+    """Self-adjusting dice loss, the paper's DSC (`dsc_loss`); `alpha` >= 0 is the exponent of (1 - p)."""
 
-    def __init__(
-        self,
-        *,
-        alpha: float = 1.0,
-        smooth: float = 1.0,
-        square_denominator: bool = False,
-        level: str = "example",
-        class_reduction: str = "mean",
-        ignore_index: int = -100,
-    ):
-        super().__init__(ignore_index=ignore_index)
-        self.options.update(
-            dsc_options(
-                alpha=alpha,
-                smooth=smooth,
-                square_denominator=square_denominator,
-                level=level,
-                class_reduction=class_reduction,
-            )
-        )
-
-    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return dsc_loss(logits, target, **self.options)
+    loss_function = staticmethod(dsc_loss)
+    check_options = staticmethod(dsc_options)
 
 
 @LOSSES.register("tversky")
-class TverskyLoss(Loss):
-    """Tversky loss; `alpha` weighs false positives and `beta` false negatives (both >= 0, sum > 0)."""
+class TverskyLoss(_OverlapLoss):
+    """Tversky loss (`tversky_loss`); `alpha` weighs false positives and `beta` false negatives (both in
+    [0, 1], sum > 0)."""
 
-    def __init__(
-        self,
-        *,
-        alpha: float = 0.5,
-        beta: float = 0.5,
-        smooth: float = 1.0,
-        level: str = "example",
-        class_reduction: str = "mean",
-        ignore_index: int = -100,
-    ):
-        super().__init__(ignore_index=ignore_index)
-        self.options.update(
-            tversky_options(
-                alpha=alpha, beta=beta, smooth=smooth, level=level, class_reduction=class_reduction
-            )
-        )
-
-    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return tversky_loss(logits, target, **self.options)
+    loss_function = staticmethod(tversky_loss)
+    check_options = staticmethod(tversky_options)
