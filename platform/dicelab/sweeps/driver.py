@@ -175,8 +175,8 @@ def connect_ray(address: str | None) -> None:
     address = address or os.environ.get("RAY_ADDRESS")
     if not address:
         # "local", never None: None would join whatever cluster was started last on this machine.
-        # Token authentication as Ray's default, said explicitly so that Ray does not warn about its default.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         ray.init(address="local", include_dashboard=False, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
