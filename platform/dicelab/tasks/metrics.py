@@ -1,7 +1,8 @@
 """Dev-set metrics of the three task families. Every score is a fraction in [0, 1] (not a percentage).
 
-Zero-division convention (scikit-learn's zero_division=0): precision is 0 when nothing was predicted
-positive, recall is 0 when there is no gold positive, F1 is 0 when precision + recall is 0.
+Classification scores come from scikit-learn, entity scores from seqeval, SQuAD scores follow the official
+evaluation scripts. Zero-division convention (scikit-learn's zero_division=0): precision is 0 when nothing
+was predicted positive, recall is 0 when there is no gold positive, F1 is 0 when precision + recall is 0.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import string
 from collections.abc import Sequence
 
 import numpy as np
-from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from seqeval import metrics as seqeval
+from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
 PerClass = dict[str, dict[str, float]]
 
@@ -27,15 +29,13 @@ def classification_metrics(
     predicted labels (scikit-learn's default label set).
     """
     gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
-    classes = np.arange(len(label_names))
-    gold_hits = gold[:, None] == classes  # (N, C) one-vs-rest indicator matrices
-    predicted_hits = predicted[:, None] == classes
-    true_positives = (gold_hits & predicted_hits).sum(0)
-    support = gold_hits.sum(0)
-    predicted_counts = predicted_hits.sum(0)
-    precision = _ratio(true_positives, predicted_counts)
-    recall = _ratio(true_positives, support)
-    f1 = _ratio(2 * true_positives, support + predicted_counts)  # = 2PR/(P+R), 0 when both are 0
+    if len(gold) == 0:
+        per_class = {name: {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0} for name in label_names}
+        zero = {"f1": 0.0, "precision": 0.0, "recall": 0.0} if len(label_names) == 2 else {"macro_f1": 0.0}
+        return {**zero, "accuracy": 0.0}, per_class
+    precision, recall, f1, support = precision_recall_fscore_support(
+        gold, predicted, labels=np.arange(len(label_names)), zero_division=0
+    )
     per_class = {
         name: {
             "precision": float(precision[k]),
@@ -45,12 +45,12 @@ def classification_metrics(
         }
         for k, name in enumerate(label_names)
     }
-    accuracy = float((gold == predicted).mean()) if len(gold) else 0.0
+    accuracy = float(accuracy_score(gold, predicted))
     if len(label_names) == 2:
         positive = {"f1": float(f1[1]), "precision": float(precision[1]), "recall": float(recall[1])}
         return {**positive, "accuracy": accuracy}, per_class
-    present = (support + predicted_counts) > 0
-    macro_f1 = float(f1[present].mean()) if present.any() else 0.0
+    # without `labels`, scikit-learn averages over the classes present in the gold or predicted labels
+    macro_f1 = float(f1_score(gold, predicted, average="macro", zero_division=0))
     return {"accuracy": accuracy, "macro_f1": macro_f1}, per_class
 
 
@@ -61,13 +61,13 @@ def tagging_metrics(gold: list[list[str]], predicted: list[list[str]]) -> tuple[
     not continue an X entity starts a new one, rather than being discarded as in seqeval's strict mode.
     """
     metrics = {
-        "f1": float(f1_score(gold, predicted, zero_division=0)),
-        "precision": float(precision_score(gold, predicted, zero_division=0)),
-        "recall": float(recall_score(gold, predicted, zero_division=0)),
+        "f1": float(seqeval.f1_score(gold, predicted, zero_division=0)),
+        "precision": float(seqeval.precision_score(gold, predicted, zero_division=0)),
+        "recall": float(seqeval.recall_score(gold, predicted, zero_division=0)),
     }
     if all(tag == "O" for tags in (*gold, *predicted) for tag in tags):
         return metrics, {}  # no entity anywhere (seqeval's report would average an empty list)
-    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+    report = seqeval.classification_report(gold, predicted, output_dict=True, zero_division=0)
     per_class = {
         entity: {
             "precision": float(scores["precision"]),
@@ -149,10 +149,6 @@ def _token_f1(predicted: list[str], gold: list[str], squad_v2: bool) -> float:
         return 0.0
     precision, recall = common / len(predicted), common / len(gold)
     return 2 * precision * recall / (precision + recall)
-
-
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    return np.divide(numerator, denominator, out=np.zeros(len(numerator)), where=denominator > 0)
 
 
 def _mean(values: np.ndarray) -> float:
