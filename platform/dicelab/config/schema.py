@@ -54,11 +54,14 @@ class DataConfig(Section):
 
 
 class TaskConfig(Section):
-    name: str = "pair_classification"  # registry name: pair_classification | token_tagging | span_extraction
+    name: str = "pair_classification"  # pair_classification | token_tagging | span_extraction | mrc_ner
     doc_stride: int = Field(64, ge=1)  # span extraction: overlap of context windows
     max_query_length: int = Field(32, ge=1)
     max_answer_length: int = Field(30, ge=1)
     version_2_with_negative: bool = False  # span extraction: SQuAD 2.0 style unanswerable questions
+    # mrc_ner: the query per entity type: "auto", a named set (conll03 | ontonotes5 | msra | ontonotes4) or
+    # {TYPE: query}; max_answer_length is then the longest entity in tokens.
+    queries: str | dict[str, str] = "auto"
 
 
 class TinyBertConfig(Section):

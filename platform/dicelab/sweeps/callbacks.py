@@ -64,6 +64,7 @@ class TrialRecords(_Lazy):
     def __init__(self, context: SweepContext, scheduler: str):
         self.context, self.scheduler = context, scheduler
         self.outcomes: dict[str, tuple[str, str | None]] = {}  # trial id -> (outcome, reason)
+        self.degenerate: dict[str, str] = {}  # trial id -> its run's dicelab.degenerate tag
         self._client: MlflowClient | None = None
 
     @property
@@ -79,6 +80,8 @@ class TrialRecords(_Lazy):
             outcome = run.data.tags.get(names.OUTCOME)
             if outcome is not None:
                 self.outcomes[run.data.tags[names.TRIAL_ID]] = (outcome, run.data.tags.get(names.REASON))
+            if names.DEGENERATE in run.data.tags:
+                self.degenerate[run.data.tags[names.TRIAL_ID]] = run.data.tags[names.DEGENERATE]
 
     def _find(self, trial: Trial):
         context = self.context
@@ -99,6 +102,8 @@ class TrialRecords(_Lazy):
             self.client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
             records.close_run(self.client, run.info.run_id, outcome, reason)
         self.outcomes[trial.trial_id] = (outcome, reason)
+        if names.DEGENERATE in run.data.tags:
+            self.degenerate[trial.trial_id] = run.data.tags[names.DEGENERATE]
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         reason = trial_error_line(trial)
@@ -131,6 +136,7 @@ _STYLE = {
     names.NON_FINITE: "red",
     records.INTERRUPTED: "yellow",
 }
+_DEGENERATE_STYLE = "bold yellow"
 _LIVE_FINISHED_ROWS = 12  # while the sweep runs: the running trials and the best finished ones
 _FINAL_ROWS = 60  # the table printed at the end
 
@@ -213,6 +219,8 @@ class SweepView(_Lazy):
         because = f"  ({reason})" if reason and event != "started" else ""
         line = Text(trial.trial_id, style=_STYLE.get(event, ""))
         line.append(f" {event}: {run_name(self._overrides(trial))}{metric}{because}")
+        if trial.trial_id in self.records.degenerate:
+            line.append(f"  DEGENERATE: {self.records.degenerate[trial.trial_id]}", style=_DEGENERATE_STYLE)
         self._console.print(line, highlight=False)
 
     def render(self, trials: list[Trial], finished_rows: int, footer: bool = True) -> Group:
@@ -246,9 +254,12 @@ class SweepView(_Lazy):
             status = statuses[trial.trial_id]
             latest = trial.last_result.get(metric)
             best = self.best.get(trial.trial_id)
+            status_cell = Text(status.lower(), style=_STYLE.get(status, ""))
+            if trial.trial_id in self.records.degenerate:  # flagged: its metric is no result
+                status_cell.append(" degenerate", style=_DEGENERATE_STYLE)
             table.add_row(
                 trial.trial_id,
-                Text(status.lower(), style=_STYLE.get(status, "")),
+                status_cell,
                 *[_short(overrides.get(key, "")) for key in keys],
                 str(trial.last_result.get("training_iteration", "")),
                 f"{latest:.4f}" if isinstance(latest, int | float) else "",

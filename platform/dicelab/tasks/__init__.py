@@ -1,4 +1,5 @@
-"""Tasks: pair classification, token tagging, span extraction (features, model head, loss wiring, metrics).
+"""Tasks: pair classification, token tagging, NER as reading comprehension (mrc_ner), span extraction
+(features, model head, loss wiring, metrics).
 
     task = TASKS.get(config.task.name)()  # a Task (dicelab.tasks.base): stateless, built without arguments
 
@@ -7,10 +8,11 @@ plus its import here. Backbones (tokenizer and encoder) live in `dicelab.tasks.b
 `dicelab.tasks.metrics`.
 """
 
+from dicelab.tasks._mrc_ner import MrcNer
 from dicelab.tasks._pair_classification import PairClassification
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks._span_extraction import SpanExtraction
 from dicelab.tasks._token_tagging import TokenTagging
 from dicelab.tasks.base import EvalResult, Task
 
-__all__ = ["TASKS", "EvalResult", "PairClassification", "SpanExtraction", "Task", "TokenTagging"]
+__all__ = ["TASKS", "EvalResult", "MrcNer", "PairClassification", "SpanExtraction", "Task", "TokenTagging"]

@@ -22,6 +22,7 @@ from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family
 from dicelab.errors import DataError
 from dicelab.tasks._batching import MODEL_PADS, in_example_order, pad_rows, tokenizer_columns
+from dicelab.tasks._degeneracy import classification_degeneracy
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -103,6 +104,9 @@ class PairClassification:
             )
         ]
         return EvalResult(metrics=metrics, predictions=predictions, per_class=per_class)
+
+    def degenerate(self, result: EvalResult, label_names: list[str]) -> str | None:
+        return classification_degeneracy(result.predictions, label_names)
 
 
 def _is_binary(label_names: list[str]) -> bool:

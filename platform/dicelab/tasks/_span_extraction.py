@@ -46,6 +46,7 @@ from dicelab.tasks._batching import (
     pad_rows,
     tokenizer_columns,
 )
+from dicelab.tasks._degeneracy import answer_degeneracy
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -200,6 +201,9 @@ class SpanExtraction:
             for example_id, text, answers in zip(frame["id"], predictions_text, gold, strict=True)
         ]
         return EvalResult(metrics=metrics, predictions=predictions)
+
+    def degenerate(self, result: EvalResult, label_names: list[str]) -> str | None:
+        return answer_degeneracy(result.predictions)
 
 
 def _best_spans(

@@ -28,6 +28,7 @@ from dicelab.tasks._batching import (
     pad_rows,
     tokenizer_columns,
 )
+from dicelab.tasks._degeneracy import tagging_degeneracy
 from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
@@ -113,6 +114,9 @@ class TokenTagging:
             for tokens, gold, predicted in zip(frame["tokens"], gold_tags, predicted_tags, strict=True)
         ]
         return EvalResult(metrics=metrics, predictions=predictions, per_class=per_class)
+
+    def degenerate(self, result: EvalResult, label_names: list[str]) -> str | None:
+        return tagging_degeneracy(result.predictions)
 
 
 def _first_sub_word_labels(word_ids: list[int], tags: list[int]) -> list[int]:

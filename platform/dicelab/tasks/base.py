@@ -77,5 +77,10 @@ class Task(Protocol):
         """Predict on a split (batches: iterable of collated batches over `features`) and score it."""
         ...
 
+    def degenerate(self, result: EvalResult, label_names: list[str]) -> str | None:
+        """One line when `result` is a degenerate predictor (no positive / entity / answer predicted, or a
+        single class), else None: the trial's best evaluation is checked and flagged with it."""
+        ...
+
 
 __all__ = ["EvalResult", "RawDataset", "Task"]

@@ -287,6 +287,7 @@ class Trial:
 
     def result(self, outcome: str, reason: str | None) -> TrialResult:
         progress = self.progress
+        best = EvalResult(**progress.best_eval) if progress.best_eval else None
         return TrialResult(
             outcome=outcome,
             metric=self.metric,
@@ -295,8 +296,10 @@ class Trial:
             best_step=progress.best_step,
             steps=progress.step,
             reason=reason,
-            best_eval_result=EvalResult(**progress.best_eval) if progress.best_eval else None,
+            best_eval_result=best,
             best_model_state=progress.best_model_state,
+            # what the task calls a degenerate predictor (no positive, no entity, one class) at the best state
+            degenerate=self.task.degenerate(best, self.inputs.label_names) if best is not None else None,
         )
 
 

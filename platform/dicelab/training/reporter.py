@@ -24,6 +24,9 @@ class TrialResult:
     steps: int = 0
     reason: str | None = None  # one line, for failed / non_finite / early_stopped
     run_id: str | None = None  # the MLflow run, when tracked
+    # One line when the best evaluation is a degenerate predictor (Task.degenerate), e.g. "predicts no entity
+    # at its best evaluation"; reporters record it (MLflow tag dicelab.degenerate, a console warning).
+    degenerate: str | None = None
     # The task's EvalResult of the best evaluation (dev predictions, per-class report), and the model weights
     # at that evaluation (CPU tensors: `task.build_model(...).load_state_dict(best_model_state)`).
     best_eval_result: Any = field(default=None, repr=False)

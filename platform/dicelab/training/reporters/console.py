@@ -90,3 +90,7 @@ class ConsoleReporter(Reporter):
         self.console.print(
             f"[{style}]{result.outcome}[/] after {result.steps} steps{reason}", highlight=False
         )
+        if result.degenerate:
+            self.console.print(
+                f"[bold yellow]warning: degenerate trial[/]: {result.degenerate}", highlight=False
+            )

@@ -107,6 +107,8 @@ class MlflowReporter(Reporter):
         tags = {names.OUTCOME: result.outcome}
         if result.reason:
             tags[names.REASON] = _truncate(result.reason, MAX_TAG_VAL_LENGTH)
+        if result.degenerate:
+            tags[names.DEGENERATE] = _truncate(result.degenerate, MAX_TAG_VAL_LENGTH)
         self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in tags.items()])
         self.client.set_terminated(self.run_id, status=TERMINAL_STATUS[result.outcome])
 
