@@ -82,9 +82,11 @@ def test_verdicts_and_the_seeds_needed_from_statsmodels_power(table):
     focal = table.loc[("focal", "ce")]
     assert focal["verdict"] == "no detectable difference" and focal["n"] == 7  # the degenerate seed is out
     effect = focal["detect"] / focal["std_difference"]
-    solved = TTestPower().solve_power(effect_size=effect, alpha=0.05, power=0.8, alternative="two-sided")
+    # Sized at Holm's strictest step, alpha / 3, where the sign-flip test needs 7 pairs (2/2^7 < 0.05/3).
+    assert focal["family"] == 3
+    solved = TTestPower().solve_power(effect_size=effect, alpha=0.05 / 3, power=0.8, alternative="two-sided")
     assert focal["detect"] == 1.0 and focal["detect_source"] == "1 point"  # the paper has no focal number
-    assert focal["seeds_needed"] == max(math.ceil(solved), 6)
+    assert focal["seeds_needed"] == max(math.ceil(solved), 7)
     assert pd.isna(table.loc[("dsc", "ce"), "seeds_needed"])  # decided: nothing to size
 
 
@@ -188,6 +190,12 @@ def test_the_report_opens_with_the_decision(runs, tmp_path):
     assert "Undecided: `focal` vs `ce`" in decision and "Undecided: `dsc` vs `focal`" in decision
     assert "`dsc` misses 1 seed" in decision
     assert "needs at least 6 paired seeds" in decision
+    assert (
+        "With 3 comparisons here, Holm's strictest step needs p < 0.017: at least 7 paired seeds" in decision
+    )
+    assert (
+        "Undecided: `dsc` vs `focal`: +1.98" in decision and "about 7 paired seeds would detect" in decision
+    )
     assert report.decision[0] == "Decision" and any("Best: dsc" in line for line in report.decision)
     assert (report.directory / "comparisons.csv").is_file()
 

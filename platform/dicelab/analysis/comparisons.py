@@ -62,9 +62,10 @@ COMPARISON_COLUMNS = [
     "verdict",
     "min_n",
     "note",
+    "family",  # comparisons with a p-value in this arena: Holm's strictest step tests at alpha / family
     "detect",
     "detect_source",
-    "seeds_needed",
+    "seeds_needed",  # pairs (per side unpaired) for 80% power at alpha / family; only when undecided
 ]
 ARENA_COLUMNS = [*ARENA_KEYS, "unit", "configs", "best", "best_mean", "best_n", "baseline", "baseline_mean"]
 
@@ -133,10 +134,14 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
             for _, c, r in family
         ]
         adjusted = holm([result.p_value for result in results])
+        family_size = max(1, sum(math.isfinite(result.p_value) for result in results))
         paper = runs.papers.get(str(arena["experiment"]))
         paper = paper if paper is not None and paper.applies_to(str(arena["metric"])) else None
         for (against, candidate, reference), result, p_holm in zip(family, results, adjusted, strict=True):
-            rows.append(_row(arena, group, against, candidate, reference, result, p_holm, paper, options))
+            row = _row(
+                arena, group, against, candidate, reference, result, p_holm, paper, options, family_size
+            )
+            rows.append(row)
     return Decisions(
         pd.DataFrame(rows, columns=COMPARISON_COLUMNS), pd.DataFrame(arenas, columns=ARENA_COLUMNS), notes
     )
@@ -307,13 +312,14 @@ def _row(
     p_holm: float,
     paper: PaperNumbers | None,
     options: AnalysisOptions,
+    family_size: int,
 ) -> dict[str, Any]:
     verdict = decide(result, p_holm, alpha=options.alpha)
     detect, source = _detect(candidate, reference, paper, options)
+    # Sized for Holm's strictest step (alpha / family): enough seeds whatever this comparison's rank.
+    strictest = options.alpha / family_size
     needed = (
-        seeds_needed(
-            result.std_difference, detect, alpha=options.alpha, paired=result.paired, test=options.test
-        )
+        seeds_needed(result.std_difference, detect, alpha=strictest, paired=result.paired, test=options.test)
         if verdict == NO_DIFFERENCE
         else None
     )
@@ -339,6 +345,7 @@ def _row(
         "verdict": verdict,
         "min_n": result.min_n,
         "note": result.note,
+        "family": family_size,
         "detect": detect,
         "detect_source": source,
         "seeds_needed": needed if needed is not None else pd.NA,
@@ -360,9 +367,9 @@ def _detect(
     return 1.0, "1 point"
 
 
-def minimum_pairs(options: AnalysisOptions) -> int:
-    """The smallest number of paired seeds at which the chosen test can reach p < alpha at all."""
-    return min_pairs_for_significance(options.test, paired=True, alpha=options.alpha)
+def minimum_pairs(options: AnalysisOptions, family_size: int = 1) -> int:
+    """The smallest number of paired seeds at which the chosen test can reach p < alpha / family_size."""
+    return min_pairs_for_significance(options.test, paired=True, alpha=options.alpha / family_size)
 
 
 def _sortable(value: Any) -> tuple[int, Any]:

@@ -107,6 +107,13 @@ def arena_statements(arena: pd.Series, rows: pd.DataFrame, options: AnalysisOpti
     for _, row in undecided.iterrows():
         statements.append(f"Undecided: {_undecided(row, level)}")
     statements += _missing_and_unpaired(rows)
+    family = int(rows["family"].max()) if len(rows) else 1
+    if family > 1:
+        strictest = options.alpha / family
+        statements.append(
+            f"With {family} comparisons here, Holm's strictest step needs p < {strictest:.2g}: at least "
+            f"{minimum_pairs(options, family)} paired seeds with this test (seeds needed are sized for it)."
+        )
     return statements
 
 
@@ -126,7 +133,8 @@ def method_text(decisions: Decisions, options: AnalysisOptions) -> str:
         f"paired on the seeds both ran ({test}; {limit}); the interval is the paired t interval "
         f"({options.confidence:.0%}), Welch's when unpaired. p (Holm) is corrected over all comparisons of "
         f"a table; a verdict needs p (Holm) < {alpha}. Seeds needed: pairs for {POWER:.0%} power to detect "
-        "the stated difference, from the observed spread of the paired differences (statsmodels)."
+        "the stated difference at Holm's strictest level (alpha over the number of comparisons), from the "
+        "observed spread of the paired differences (statsmodels)."
     )
 
 
