@@ -11,6 +11,7 @@ and load it, and a failed or killed build leaves nothing behind that looks compl
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -22,6 +23,8 @@ import datasets
 from filelock import FileLock
 
 from dicelab.data.hashing import canonical_json, fingerprint
+
+logger = logging.getLogger(__name__)
 
 FEATURES_DIR = "features"
 KEY_FILE = "key.json"
@@ -35,12 +38,17 @@ def cached_features(
     """The features for `key` (loaded memory-mapped from the cache) and whether they were already cached."""
     root = Path(cache_dir) / FEATURES_DIR
     target = root / fingerprint(key)
-    if target.is_dir():  # published by a rename, so complete
-        return _load(target), True
+    if target.is_dir():  # published by a rename, so complete (unless damaged since: rebuilt below)
+        loaded = _load_intact(target)
+        if loaded is not None:
+            return loaded, True
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
         if target.is_dir():  # built by another process while this one waited for the lock
-            return _load(target), True
+            loaded = _load_intact(target)
+            if loaded is not None:
+                return loaded, True
+            shutil.rmtree(target)  # truncated or corrupted after it was published: build it again
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=root))
         try:
             datasets.DatasetDict(build()).save_to_disk(str(staging))
@@ -55,6 +63,16 @@ def cached_features(
 
 def _load(directory: Path) -> dict[str, datasets.Dataset]:
     return dict(datasets.load_from_disk(str(directory)))
+
+
+def _load_intact(directory: Path) -> dict[str, datasets.Dataset] | None:
+    """The cached features, or None when they cannot be read (a truncated or overwritten Arrow file, a
+    missing metadata file): a cache is rebuilt, never a reason for a sweep to crash."""
+    try:
+        return _load(directory)
+    except Exception as error:  # pyarrow, datasets and the OS each raise their own kinds
+        logger.warning("cached features %s are unreadable (%s): building them again", directory, error)
+        return None
 
 
 __all__ = ["cached_features", "fingerprint"]
