@@ -3,7 +3,7 @@
 Pydantic only: whether names are registered is checked by `dicelab.experiment.load_experiment`.
 """
 
-from dicelab.config.loading import (
+from dicelab.config.reading import (
     apply_overrides,
     config_to_dict,
     config_to_yaml,

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dicelab.losses import functional
-    from dicelab.losses._base import LOSSES, Loss, build_loss, validate_loss_params
-    from dicelab.losses._cross_entropy import CrossEntropyLoss, WeightedCrossEntropyLoss, wce_class_weights
-    from dicelab.losses._dice import DiceLoss, SelfAdjustingDiceLoss, TverskyLoss
-    from dicelab.losses._focal import FocalLoss
+    from dicelab.losses.base import LOSSES, Loss, build_loss, validate_loss_params
+    from dicelab.losses.cross_entropy import CrossEntropyLoss, WeightedCrossEntropyLoss, wce_class_weights
+    from dicelab.losses.dice import DiceLoss, SelfAdjustingDiceLoss, TverskyLoss
+    from dicelab.losses.focal import FocalLoss
 
 __all__ = [
     "LOSSES",
@@ -38,19 +38,19 @@ __all__ = [
     "wce_class_weights",
 ]
 _HOMES = {
-    "LOSSES": "_base",
-    "Loss": "_base",
-    "build_loss": "_base",
-    "validate_loss_params": "_base",
-    "CrossEntropyLoss": "_cross_entropy",
-    "WeightedCrossEntropyLoss": "_cross_entropy",
-    "wce_class_weights": "_cross_entropy",
-    "DiceLoss": "_dice",
-    "SelfAdjustingDiceLoss": "_dice",
-    "TverskyLoss": "_dice",
-    "FocalLoss": "_focal",
+    "LOSSES": "base",
+    "Loss": "base",
+    "build_loss": "base",
+    "validate_loss_params": "base",
+    "CrossEntropyLoss": "cross_entropy",
+    "WeightedCrossEntropyLoss": "cross_entropy",
+    "wce_class_weights": "cross_entropy",
+    "DiceLoss": "dice",
+    "SelfAdjustingDiceLoss": "dice",
+    "TverskyLoss": "dice",
+    "FocalLoss": "focal",
 }
-_LOSS_MODULES = ("_cross_entropy", "_dice", "_focal")  # importing them registers the losses
+_LOSS_MODULES = ("cross_entropy", "dice", "focal")  # importing them registers the losses
 
 
 def __getattr__(name: str) -> Any:

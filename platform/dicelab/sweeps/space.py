@@ -29,7 +29,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from dicelab.config.loading import config_to_dict, format_validation_error, set_dotted
+from dicelab.config.reading import config_to_dict, format_validation_error, set_dotted
 from dicelab.config.schema import ExperimentConfig
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict

@@ -8,7 +8,7 @@ Adding a source is one module here that registers a function with `@SOURCES.regi
 """
 
 # Importing the source modules registers them.
-from dicelab.data.sources import _hub, _local, _synthetic_pairs, _synthetic_spans, _synthetic_tagging  # noqa: F401
-from dicelab.data.sources._registry import SOURCES, Source
+from dicelab.data.sources import hub, local, synthetic_pairs, synthetic_spans, synthetic_tagging  # noqa: F401
+from dicelab.data.sources.registry import SOURCES, Source
 
 __all__ = ["SOURCES", "Source"]

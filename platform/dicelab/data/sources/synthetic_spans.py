@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family, RawDataset
-from dicelab.data.sources._registry import SOURCES
+from dicelab.data.sources.registry import SOURCES
 from dicelab.data.synthetic import generate_spans
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family, RawDataset
 from dicelab.data.hub import hub_split_frame, load_hub_dataset
-from dicelab.data.sources._registry import SOURCES
+from dicelab.data.sources.registry import SOURCES
 from dicelab.errors import ConfigError
 
 

@@ -22,7 +22,6 @@ from torch import Tensor
 
 from dicelab.errors import ConfigError
 from dicelab.losses import _checks
-from dicelab.losses._base import LOSSES, Loss
 from dicelab.losses._inputs import (
     LossInputs,
     compute_precision,
@@ -32,6 +31,7 @@ from dicelab.losses._inputs import (
     prepare,
     underflowed_rows,
 )
+from dicelab.losses.base import LOSSES, Loss
 
 
 def dice_loss(

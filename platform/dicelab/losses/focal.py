@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dicelab.losses import _checks
-from dicelab.losses._base import LOSSES, Loss
 from dicelab.losses._inputs import (
     class_weights,
     compute_precision,
@@ -20,6 +19,7 @@ from dicelab.losses._inputs import (
     prepare,
     underflowed_rows,
 )
+from dicelab.losses.base import LOSSES, Loss
 
 FocalAlpha = float | Sequence[float] | Tensor | None
 

@@ -8,7 +8,7 @@ from dicelab.config import ExperimentConfig
 from dicelab.data.base import Family, RawDataset
 from dicelab.data.readers import FILE_SUFFIXES, read_located
 from dicelab.data.readers._canonical import LABEL_NAMES
-from dicelab.data.sources._registry import SOURCES
+from dicelab.data.sources.registry import SOURCES
 from dicelab.errors import ConfigError, DataError
 
 
