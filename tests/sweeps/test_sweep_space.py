@@ -329,3 +329,20 @@ def test_two_different_metrics_or_a_direction_are_config_errors():
     assert "'search.metric'" in message and "train.metric" in message
     # every dev metric is a score where higher is better: there is no search.mode
     assert "'search.mode' is not allowed" in config_error({"mode": "min"})
+
+
+def test_each_trial_config_is_validated_once(monkeypatch):
+    # plan_sweep validates every point; what the driver, the inputs build and the trials resolve later is
+    # served from the plan (it used to be validated three times)
+    import dicelab.sweeps.space as space
+
+    calls = []
+    validate = space.experiment_from_dict
+    monkeypatch.setattr(space, "experiment_from_dict", lambda *a, **k: calls.append(1) or validate(*a, **k))
+    plan = plan_of({"space": {"loss.name": {"grid": ["ce", "dsc"]}}, "seeds": [1, 2]})
+    assert len(calls) == 4
+    for _ in range(3):
+        configs = [plan.trial_config(point) for point in plan.points()]
+    assert len(calls) == 4
+    configs[0].train.num_threads = 3  # a caller's change stays its own
+    assert plan.trial_config(plan.points()[0]).train.num_threads is None
