@@ -213,7 +213,7 @@ def test_random_points_are_drawn_up_front_seeded_and_within_bounds():
     assert [{**p, "train.seed": 2} for p in configurations] == [p for p in first if p["train.seed"] == 2]
 
 
-def test_optuna_is_seeded_and_repeats_each_proposal_once_per_seed():
+def test_optuna_is_seeded_and_repeats_each_proposal_once_per_seed(tmp_path):
     from ray.tune.search.repeater import TRIAL_INDEX
 
     from dicelab.sweeps.trainable import point_of
@@ -224,7 +224,7 @@ def test_optuna_is_seeded_and_repeats_each_proposal_once_per_seed():
     assert plan.num_trials == 6
 
     def proposals(plan: SweepPlan) -> list[dict[str, Any]]:
-        searcher = search_algorithm(plan, "dev_f1")
+        searcher = search_algorithm(plan, "f1", tmp_path)
         points = []
         for index in range(plan.num_trials):
             config = searcher.suggest(f"t{index}")

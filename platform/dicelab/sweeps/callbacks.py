@@ -21,6 +21,8 @@ from rich.text import Text
 
 from dicelab.config import config_to_yaml, flatten_config
 from dicelab.sweeps import records
+from dicelab.sweeps.race_records import read_race
+from dicelab.sweeps.racing import DROPPED
 from dicelab.sweeps.trainable import SweepContext, point_of, run_name, trial_config
 from dicelab.tracking import conventions as names
 
@@ -149,8 +151,11 @@ class SweepView(_Lazy):
 
     _transient = ("_console", "_live", "_last_draw")
 
-    def __init__(self, context: SweepContext, trial_records: TrialRecords, where: str):
+    def __init__(
+        self, context: SweepContext, trial_records: TrialRecords, where: str, race_file: Path | None = None
+    ):
         self.context, self.records, self.where = context, trial_records, where
+        self.race_file = race_file  # a seed race's live state (RaceSearcher writes it), shown above the table
         self.best: dict[str, float] = {}  # trial id -> best value of the metric so far
         self._console: Console | None = None
         self._live: Live | None = None
@@ -242,7 +247,11 @@ class SweepView(_Lazy):
             overrides = self._overrides(trial)
             keys += [key for key in overrides if key not in keys]
             rows.append((trial, overrides))
-        table = Table(title=f"sweep {self.context.sweep_name}: {summary}", title_justify="left", expand=False)
+        race = self._race()
+        title = f"sweep {self.context.sweep_name}: {summary}"
+        if race is not None:
+            title += f"\n{race_line(race)}"
+        table = Table(title=title, title_justify="left", expand=False)
         table.add_column("trial", no_wrap=True)
         table.add_column("status", no_wrap=True)
         for key in keys:
@@ -257,6 +266,10 @@ class SweepView(_Lazy):
             status_cell = Text(status.lower(), style=_STYLE.get(status, ""))
             if trial.trial_id in self.records.degenerate:  # flagged: its metric is no result
                 status_cell.append(" degenerate", style=_DEGENERATE_STYLE)
+            if race is not None and trial.trial_id in race["trials"]:
+                index = race["trials"][trial.trial_id][0]
+                if race["status"][index] == DROPPED:
+                    status_cell.append(" dropped", style="dim")
             table.add_row(
                 trial.trial_id,
                 status_cell,
@@ -270,6 +283,23 @@ class SweepView(_Lazy):
         if footer:  # while the sweep runs: where its runs can be watched
             below.append(f"{' · ' if hidden else ''}{self.where}", style="dim")
         return Group(table, below) if below.plain else Group(table)
+
+    def _race(self) -> dict[str, Any] | None:
+        return read_race(self.race_file.parent) if self.race_file is not None else None
+
+
+def race_line(race: dict[str, Any]) -> str:
+    """E.g. "race: 3 alive · 5 dropped · leader dsc alpha=0.1 (84.1 over 4 seeds)"."""
+    if race.get("decision"):
+        return f"race decided: {race['decision']['summary']}"
+    rows = race["configurations"]
+    alive = [row for row in rows if row["status"] != DROPPED]
+    scored = [row for row in alive if row["seeds"] and row["mean"] == row["mean"]]  # NaN: no result yet
+    text = f"race: {len(alive)} alive · {len(rows) - len(alive)} dropped"
+    if scored:
+        lead = max(scored, key=lambda row: row["mean"])
+        text += f" · leader {lead['label']} ({lead['mean']:.4f} over {lead['seeds']} seeds)"
+    return text
 
 
 def _header(key: str) -> str:

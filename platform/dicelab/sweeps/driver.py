@@ -25,6 +25,7 @@ from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
 from dicelab.sweeps import local_ray, records
+from dicelab.sweeps.race_records import RACE_FILE, log_race, read_race
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, ensure_experiment, links, resolve_tracking_uri
@@ -42,6 +43,7 @@ class SweepOptions:
     address: str | None = None  # None: $RAY_ADDRESS, else a new local Ray; "auto"; "HOST:PORT"
     name: str | None = None
     resume: bool = False
+    retry_failed: bool = False  # with resume: failed trials run again from their last checkpoint
     tracking_uri: str | None = None
 
 
@@ -74,7 +76,7 @@ def swept_keys(plan: SweepPlan) -> list[str]:
     keys = [LOSS_KEY] if any(branch.loss is not None for branch in plan.branches) else []
     for branch in plan.branches:
         keys += [key for key in [*branch.dimensions, *branch.tied] if key not in keys]
-    if plan.seeds is not None:
+    if plan.seeds is not None or plan.racing is not None:
         keys.append(SEED_KEY)
     return keys
 
@@ -113,6 +115,7 @@ def open_parent_run(
         "search.trials": plan.num_trials,
         "search.keys": ",".join(keys),
         "search.seeds": search.seeds,
+        **({f"search.racing.{k}": v for k, v in search.racing.model_dump().items()} if search.racing else {}),
         "search.metric": search.metric,
         **_versions(),
     }
@@ -275,10 +278,17 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     import dicelab
 
     seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
+    trials = f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds})"
+    if plan.racing is not None:
+        racing = plan.racing
+        trials = (
+            f"seed race of {plan.num_configurations} configurations ({racing.min_seeds} to "
+            f"{racing.max_seeds} seeds each, at most {plan.num_trials} trials, {racing.test} test at "
+            f"{racing.confidence:g})"
+        )
     resumed = " resumed" if options.resume else ""
     console.print(
-        f"dicelab {dicelab.__version__} · sweep [bold]{config.name}[/]{resumed}: "
-        f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds}), "
+        f"dicelab {dicelab.__version__} · sweep [bold]{config.name}[/]{resumed}: {trials}, "
         f"{plan.search.algorithm} search, {plan.search.scheduler.name} scheduler",
         highlight=False,
         soft_wrap=True,
@@ -287,7 +297,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     try:
         inputs, prepared = start_ray_and_share_inputs(plan, options.address, console)
         metric = resolve_metric(plan, prepared)
-        grid = _fit(plan, state, metric, inputs, directory, where, options.resume)
+        grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
     except BaseException as error:
         failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
         with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
@@ -303,17 +313,23 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     # Tune returns normally after a Ctrl-C, with the running trials TERMINATED and the rest never created:
     # a trial's run still RUNNING (finished, failed and scheduler-stopped trials all end theirs) or missing
     # trials tell an interrupted sweep from a finished one.
+    race = read_race(directory) if plan.racing is not None else None
+    expected = len(grid) if race is not None and race.get("decision") else plan.num_trials
     interrupted = (
         any(run.info.status == records.RUNNING for run in runs)
-        or len(grid) < plan.num_trials
+        or len(grid) < expected
         or grid.num_terminated + grid.num_errors < len(grid)
     )
     if interrupted:
         _end_running_trials(client, state, options, "the sweep was interrupted")
         runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
+    if race is not None:
+        log_race(client, state.parent_run_id, race, runs)
     outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
     _print_closing(console, state, runs, outcomes, metric, tracking_uri)
+    if race is not None and race.get("decision"):
+        console.print(f"race:   {race['decision']['summary']}", highlight=False, soft_wrap=True)
     if interrupted:
         console.print(
             f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})",
@@ -385,6 +401,7 @@ def _fit(
     directory: Path,
     where: str,
     resume: bool,
+    retry_failed: bool = False,
 ) -> Any:
     from ray import tune
 
@@ -409,10 +426,11 @@ def _fit(
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
     if resume and tune.Tuner.can_restore(directory):
-        tuner = restore_tuner(context, inputs, directory)
+        tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)
         trial_records = TrialRecords(context, plan.search.scheduler.name)
-        callbacks = [trial_records, SweepView(context, trial_records, where)]
+        race_file = directory / RACE_FILE if plan.racing is not None else None
+        callbacks = [trial_records, SweepView(context, trial_records, where, race_file)]
         tuner = build_tuner(context, inputs, directory, callbacks)
     return tuner.fit()
 

@@ -94,6 +94,18 @@ class Resources(_Strict):
         return gpu
 
 
+class Racing(_Strict):
+    """Seed racing (dicelab.sweeps.racing): seeds go only to configurations still in contention."""
+
+    min_seeds: int = Field(3, ge=2)  # every configuration's first seeds (paired: the same seeds for all)
+    max_seeds: int = Field(10, ge=2)  # a configuration never gets more
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)  # a drop needs Holm-corrected p < 1 - confidence
+    test: Literal["t", "permutation"] = "t"  # paired t (decides from 2 seeds) or exact sign-flip (from 6)
+    margin: float | None = Field(None, gt=0.0)  # end when all left are within +-margin (metric's logged unit)
+    budget: int | None = Field(None, ge=1)  # at most this many trials in all
+    first_seed: int = 1  # seeds are first_seed, first_seed + 1, ...
+
+
 class SearchConfig(SpaceBlock):
     algorithm: Algorithm = "grid"
     num_samples: int | None = Field(None, ge=1)  # random / optuna: configurations to sample
@@ -103,6 +115,7 @@ class SearchConfig(SpaceBlock):
     # em, ...), so there is no `mode`: "best" is the maximum everywhere (loop, records, Tune, ranking).
     metric: str = "auto"
     seeds: list[int] | None = Field(None, min_length=1)  # every configuration runs once per seed (train.seed)
+    racing: Racing | None = None  # instead of seeds: min_seeds for all, more only where undecided
     conditional: dict[str, SpaceBlock] = Field(default_factory=dict)  # loss name -> its own space
     scheduler: Scheduler = Field(default_factory=Scheduler)
     resources: Resources = Field(default_factory=Resources)

@@ -33,7 +33,7 @@ from dicelab.config.reading import config_to_dict, format_validation_error, set_
 from dicelab.config.schema import ExperimentConfig
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict
-from dicelab.sweeps.schema import Dimension, NamedSpace, SearchConfig, SearchSection, SpaceBlock
+from dicelab.sweeps.schema import Dimension, NamedSpace, Racing, SearchConfig, SearchSection, SpaceBlock
 from dicelab.sweeps.tied import TiedExpression, TiedExpressionError
 
 LOSS_KEY = "loss.name"
@@ -249,7 +249,15 @@ class SweepPlan:
         return self.search.seeds
 
     @property
+    def racing(self) -> Racing | None:
+        return self.search.racing
+
+    @property
     def num_trials(self) -> int:
+        """Trials the sweep runs; with racing, the most it can run (every configuration at max_seeds)."""
+        if self.racing is not None:
+            most = len(self.points()) * self.racing.max_seeds
+            return min(most, self.racing.budget) if self.racing.budget else most
         if self.search.algorithm == "optuna":
             return self.num_configurations * len(self.seeds or [0])
         return len(self.points())
@@ -260,6 +268,10 @@ class SweepPlan:
         if self.search.algorithm == "optuna":
             return self.search.num_samples  # type: ignore[return-value]
         return len(self.points()) // len(self.seeds or [0])
+
+    def race_seed_point(self, point: Point, seed: int) -> Point:
+        """A raced configuration on one seed."""
+        return {**point, SEED_KEY: seed}
 
     def branch(self, point: Point) -> Branch:
         if len(self.branches) == 1:
@@ -438,6 +450,27 @@ def _check_combinations(search: SearchConfig, plan: SweepPlan, config: Experimen
                 fail(where, "grid is not allowed with algorithm optuna (use choice, or algorithm grid)")
         if not declared and len(plan.branches) == 1:
             fail("search.space", "algorithm optuna needs at least one dimension to search")
+    racing = search.racing
+    if racing is not None:
+        if search.seeds is not None:
+            fail(
+                "search.racing",
+                "chooses the seeds itself: remove search.seeds (racing uses min_seeds..max_seeds)",
+            )
+        if algorithm == "optuna":
+            fail("search.racing", "is not supported with algorithm optuna (use grid or random)")
+        if racing.min_seeds > racing.max_seeds:
+            fail("search.racing.min_seeds", f"{racing.min_seeds} is above max_seeds ({racing.max_seeds})")
+        if SEED_KEY in {key for branch in plan.branches for key in (*branch.dimensions, *branch.tied)}:
+            fail(f"search.space.{SEED_KEY}", "cannot be swept with racing (the race sets the seed)")
+        if len(plan.points()) < 2:
+            fail("search.racing", "needs at least two configurations to race")
+        if racing.budget is not None and racing.budget < len(plan.points()) * racing.min_seeds:
+            fail(
+                "search.racing.budget",
+                f"{racing.budget} trials cannot give all {len(plan.points())} configurations their "
+                f"min_seeds ({racing.min_seeds})",
+            )
     if search.seeds is not None and len(set(search.seeds)) != len(search.seeds):
         fail("search.seeds", f"repeats a seed ({search.seeds})")
     if search.scheduler.name == "asha":
@@ -480,5 +513,7 @@ def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     plan = SweepPlan(search, base, branches, loss_dimension, source)
     _check_combinations(search, plan, config, source)
     for point in plan.probe_points():
-        plan.trial_config(point)
+        plan.trial_config(
+            point if plan.racing is None else plan.race_seed_point(point, plan.racing.first_seed)
+        )
     return plan

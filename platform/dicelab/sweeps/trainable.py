@@ -180,7 +180,11 @@ def _open_run(
             params=flatten_config(config),
         )
     if run.info.status != records.RUNNING and run.data.tags.get(names.OUTCOME) in FINAL_OUTCOMES:
-        dev = {key: value for key, value in run.data.metrics.items() if key.startswith(names.DEV_PREFIX)}
+        dev = {
+            key: value
+            for key, value in run.data.metrics.items()
+            if key.startswith((names.DEV_PREFIX, names.BEST_PREFIX))
+        }
         tune.report({context.tune_metric: float("nan"), **dev})
         return None
     for stale in (names.OUTCOME, names.REASON):  # from an earlier attempt; this one records its own

@@ -10,8 +10,11 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Repeater, Searcher
 
+from dicelab.sweeps.race_searcher import RaceSearcher
+from dicelab.sweeps.racing import Race, RaceSettings
 from dicelab.sweeps.space import SweepPlan
-from dicelab.sweeps.trainable import POINT_KEY, SweepContext, tune_trial
+from dicelab.sweeps.trainable import POINT_KEY, SweepContext, run_name, tune_trial
+from dicelab.tracking import conventions as names
 
 MODE = "max"  # every dev metric is a score where higher is better (see SearchConfig.metric)
 
@@ -28,17 +31,32 @@ def trainable(context: SweepContext, inputs: dict[str, Any]) -> Any:
     )
 
 
-def search_algorithm(plan: SweepPlan, metric: str) -> Searcher | None:
-    """Optuna TPE (seeded; repeated once per seed); None for grid / random (explicit points)."""
+def search_algorithm(plan: SweepPlan, metric: str, directory: Path) -> Searcher | None:
+    """Optuna TPE (seeded; repeated once per seed); the seed race; None for grid / random (explicit points).
+
+    `metric` is the dev metric without prefix ("f1")."""
     search = plan.search
+    if plan.racing is not None:
+        return race_searcher(plan, metric, directory)
     if search.algorithm != "optuna":
         return None
     from ray.tune.search.optuna import OptunaSearch
 
-    searcher: Searcher = OptunaSearch(space=plan.suggest, metric=metric, mode=MODE, seed=search.seed)
+    searcher: Searcher = OptunaSearch(
+        space=plan.suggest, metric=names.dev_metric(metric), mode=MODE, seed=search.seed
+    )
     if plan.seeds is not None:
         searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
     return searcher
+
+
+def race_searcher(plan: SweepPlan, metric: str, directory: Path) -> RaceSearcher:
+    racing = plan.racing
+    assert racing is not None
+    points = plan.points()
+    settings = RaceSettings(**racing.model_dump(), higher_is_better=MODE == "max")
+    labels = [run_name(plan.trial_data(point)[1]) for point in points]
+    return RaceSearcher(Race(settings, labels), points, metric, MODE, directory)
 
 
 def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
@@ -54,7 +72,7 @@ def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
 
 
 def param_space(plan: SweepPlan) -> dict[str, Any]:
-    if plan.search.algorithm == "optuna":
+    if plan.search.algorithm == "optuna" or plan.racing is not None:
         return {}
     return {POINT_KEY: tune.grid_search(plan.points())}
 
@@ -73,9 +91,9 @@ def build_tuner(
         tune_config=tune.TuneConfig(
             metric=context.tune_metric,
             mode=MODE,
-            search_alg=search_algorithm(plan, context.tune_metric),
+            search_alg=search_algorithm(plan, context.metric, directory),
             scheduler=scheduler(plan, plan.base["train"]["epochs"]),
-            num_samples=plan.num_trials if search.algorithm == "optuna" else 1,
+            num_samples=plan.num_trials if search.algorithm == "optuna" or plan.racing else 1,
             max_concurrent_trials=search.max_concurrent,
             reuse_actors=True,  # a new trial reuses a finished trial's worker: no second torch import
             trial_dirname_creator=trial_dirname,
@@ -91,9 +109,12 @@ def build_tuner(
     )
 
 
-def restore_tuner(context: SweepContext, inputs: dict[str, Any], directory: Path) -> tune.Tuner:
-    """Continue an interrupted sweep: finished and errored trials stay as they are, unfinished ones continue
-    from their last checkpoint. The callbacks come back with the experiment."""
+def restore_tuner(
+    context: SweepContext, inputs: dict[str, Any], directory: Path, retry_failed: bool = False
+) -> tune.Tuner:
+    """Continue an interrupted sweep: finished trials stay as they are, unfinished ones continue from their
+    last checkpoint, and errored ones too with `retry_failed` (after a full disk, a lost node, ...), else
+    they stay failed. The callbacks come back with the experiment."""
     return tune.Tuner.restore(
-        str(directory), trainable(context, inputs), resume_unfinished=True, resume_errored=False
+        str(directory), trainable(context, inputs), resume_unfinished=True, resume_errored=retry_failed
     )

@@ -29,6 +29,7 @@ DEGENERATE = "dicelab.degenerate"
 # was eliminated (its finished seeds stay observations).
 RACE_DECISION = "dicelab.race.decision"
 RACE_STATUS = "dicelab.race.status"
+RACE_WINNER = "dicelab.race.winner"  # on the parent run: the configuration the race chose
 
 # Experiment tag read by MLflow 3's UI to choose an experiment's first page: "custom_model_development" opens
 # the runs table ("Model training"); without it the UI guesses and may open the GenAI overview (traces).

@@ -1,0 +1,107 @@
+"""The seed race as a Ray Tune searcher: Tune asks it for the next trial and tells it every result.
+
+It runs in the driver, like any Tune searcher, so a race uses whatever Tune gives a sweep (a cluster,
+`dicelab submit`, resources, ASHA inside a seed) and its state is saved with the experiment: `--resume`
+continues the same race without rerunning or duplicating trials. After each result it writes the race's
+state as JSON into the sweep's directory (the live view and the parent run's records read it) and prints
+each elimination as one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+from ray.tune.search import Searcher
+from rich.console import Console
+
+from dicelab.sweeps.race_records import RACE_FILE
+from dicelab.sweeps.racing import FINISHED, Race
+from dicelab.sweeps.space import Point
+from dicelab.sweeps.trainable import POINT_KEY
+from dicelab.tracking import conventions as names
+
+
+class RaceSearcher(Searcher):
+    def __init__(self, race: Race, points: list[Point], metric: str, mode: str, directory: Path):
+        # metric: the dev metric without prefix ("f1"); Tune's metric is dev_<metric>.
+        super().__init__(metric=names.dev_metric(metric), mode=mode)
+        self.race, self.points, self.directory = race, points, directory
+        self.best_key = names.best_metric(metric)
+        self.best: dict[str, float] = {}  # trial id -> best value reported so far
+        self._announced = race.decision is not None
+        self._write()
+
+    # -- Tune ------------------------------------------------------------------------------------------
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        chosen = self.race.next_trial(trial_id)
+        if chosen is None:
+            return None
+        if chosen == FINISHED:
+            self._write()
+            return Searcher.FINISHED
+        index, seed = chosen  # type: ignore[misc]
+        self._write()
+        return {POINT_KEY: {**self.points[index], "train.seed": seed}}
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        self._note(trial_id, result)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        if result:
+            self._note(trial_id, result)
+        value = None if error else self.best.get(trial_id)
+        dropped = self.race.record(trial_id, value)
+        console = Console(width=max(Console().width, 160))
+        for event in dropped:
+            console.print(
+                f"race: dropped {event['configuration']} ({event['why']}: "
+                f"{_signed(event['difference'])} vs {event['leader']}, "
+                f"[{_signed(event['low'])}, {_signed(event['high'])}], p(Holm) {event['p_holm']:.3g}, "
+                f"n={event['n']})",
+                highlight=False,
+            )
+        if self.race.decision is not None and not self._announced:
+            self._announced = True
+            console.print(f"race decided: {self.race.decision['summary']}", highlight=False)
+        self._write()
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as handle:
+            pickle.dump({"race": self.race.state(), "best": self.best}, handle)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as handle:
+            saved = pickle.load(handle)
+        self.race = Race.from_state(saved["race"])
+        self.best = saved["best"]
+        self._announced = self.race.decision is not None
+        self._write()
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _note(self, trial_id: str, result: dict[str, Any]) -> None:
+        """The trial's best so far: its own best_dev_* when reported, else the best dev_* seen."""
+        value = result.get(self.best_key, result.get(self.metric))
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            return
+        previous = self.best.get(trial_id)
+        if previous is None or (value > previous if self.mode == "max" else value < previous):
+            self.best[trial_id] = float(value)
+
+    def _write(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        partial = self.directory / f".{RACE_FILE}.tmp"
+        partial.write_text(json.dumps(self.race.state(), indent=1), encoding="utf-8")
+        os.replace(partial, self.directory / RACE_FILE)
+
+
+def _signed(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:+.4g}"

@@ -1,0 +1,264 @@
+"""Seed racing: spend seeds only on the configurations still in contention.
+
+Every configuration starts on `min_seeds` seeds (the same seeds for all, so results pair by seed). Whenever
+results arrive, each configuration is compared with the current leader (best mean) on their common seeds
+(dicelab.stats, Holm-corrected across the configurations compared at that look); one decided worse is dropped.
+A configuration still undecided gets its next seed, up to `max_seeds`. The race ends when one configuration
+is left (separated from all others), when every remaining one is equivalent to the leader within `margin`
+(two one-sided tests), or when the budget is spent (every remaining configuration at max_seeds, or
+`budget` trials launched).
+
+`Race` is the bookkeeping alone (no Ray): the Tune searcher in `race_searcher.py` drives it, the benchmark and
+the tests drive it with synthetic score streams. Its state is plain data (`state()` / `from_state`), so a
+resumed sweep continues the same race.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dicelab.stats import WORSE, compare, equivalent, holm, verdict
+
+FINISHED = "FINISHED"  # next_trial(): the race is decided, launch nothing more
+ALIVE, DROPPED = "alive", "dropped"
+SEPARATED, EQUIVALENT, BUDGET = "separated", "equivalent", "budget"
+
+
+@dataclass
+class RaceSettings:
+    min_seeds: int
+    max_seeds: int
+    confidence: float = 0.95
+    test: str = "t"
+    margin: float | None = None  # equivalence margin, in the metric's logged unit (F1 0.005 = half a point)
+    budget: int | None = None  # at most this many trials in all
+    first_seed: int = 1
+    higher_is_better: bool = True
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.first_seed + index for index in range(self.max_seeds)]
+
+
+@dataclass
+class Race:
+    settings: RaceSettings
+    labels: list[str]  # one per configuration, for people ("tversky alpha=0.3 beta=0.7")
+    results: list[dict[int, float]] = field(
+        default_factory=list
+    )  # per configuration: seed -> value (NaN: failed)
+    launched: list[list[int]] = field(default_factory=list)  # per configuration: seeds started, in order
+    status: list[str] = field(default_factory=list)
+    trials: dict[str, tuple[int, int]] = field(default_factory=dict)  # trial id -> (configuration, seed)
+    pending: list[str] = field(default_factory=list)  # trial ids started and not yet recorded
+    events: list[dict[str, Any]] = field(default_factory=list)  # eliminations, in order
+    decision: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        count = len(self.labels)
+        self.results = self.results or [{} for _ in range(count)]
+        self.launched = self.launched or [[] for _ in range(count)]
+        self.status = self.status or [ALIVE] * count
+
+    # -- scheduling ------------------------------------------------------------------------------------
+
+    @property
+    def max_trials(self) -> int:
+        most = len(self.labels) * self.settings.max_seeds
+        return min(most, self.settings.budget) if self.settings.budget else most
+
+    def alive(self) -> list[int]:
+        return [index for index, status in enumerate(self.status) if status == ALIVE]
+
+    def next_trial(self, trial_id: str) -> tuple[int, int] | str | None:
+        """(configuration, seed) to start as `trial_id`; None: wait for results; FINISHED: decided."""
+        if self.decision is not None:
+            return FINISHED
+        if len(self.trials) < self.max_trials:
+            busy = {self.trials[pending][0] for pending in self.pending}
+            wanting = [
+                index
+                for index in self.alive()
+                if len(self.launched[index]) < self.settings.max_seeds
+                and (len(self.launched[index]) < self.settings.min_seeds or index not in busy)
+            ]
+            if wanting:
+                # The configuration with fewest seeds first: pairs complete early and the race stays balanced.
+                index = min(wanting, key=lambda i: (len(self.launched[i]), i))
+                seed = self.settings.seeds[len(self.launched[index])]
+                self.launched[index].append(seed)
+                self.trials[trial_id] = (index, seed)
+                self.pending.append(trial_id)
+                return index, seed
+        if self.pending:
+            return None
+        self._decide(BUDGET)
+        return FINISHED
+
+    def record(self, trial_id: str, value: float | None) -> list[dict[str, Any]]:
+        """A trial's result (its best dev metric; None / NaN when it failed). Returns the new eliminations."""
+        if trial_id not in self.trials or trial_id not in self.pending:
+            return []  # not a trial of this race, or recorded already (a resumed sweep reports it again)
+        self.pending.remove(trial_id)
+        index, seed = self.trials[trial_id]
+        number = math.nan if value is None else float(value)
+        self.results[index][seed] = number if math.isfinite(number) else math.nan
+        if self.decision is not None:
+            return []
+        dropped = self._eliminate()
+        self._maybe_end()
+        return dropped
+
+    # -- decisions -------------------------------------------------------------------------------------
+
+    def finished_seeds(self, index: int) -> int:
+        return sum(1 for value in self.results[index].values() if math.isfinite(value))
+
+    def mean(self, index: int) -> float:
+        values = [value for value in self.results[index].values() if math.isfinite(value)]
+        return float(np.mean(values)) if values else math.nan
+
+    def leader(self) -> int | None:
+        """The alive configuration with the best mean among those with min_seeds results."""
+        ready = [i for i in self.alive() if self._ready(i) and math.isfinite(self.mean(i))]
+        if not ready:
+            return None
+        sign = 1.0 if self.settings.higher_is_better else -1.0
+        return max(ready, key=lambda i: (sign * self.mean(i), -i))
+
+    def _can_grow(self, index: int) -> bool:
+        return len(self.launched[index]) < self.settings.max_seeds
+
+    def _ready(self, index: int) -> bool:
+        """Has min_seeds recorded results (failed ones included), or all it can have."""
+        recorded = len(self.results[index])
+        return recorded >= self.settings.min_seeds or (
+            not self._can_grow(index) and recorded == len(self.launched[index])
+        )
+
+    def _eliminate(self) -> list[dict[str, Any]]:
+        leader = self.leader()
+        if leader is None:
+            return []
+        rivals = [i for i in self.alive() if i != leader and self._ready(i)]
+        settings = self.settings
+        comparisons = [
+            compare(self.results[i], self.results[leader], confidence=settings.confidence, test=settings.test)
+            for i in rivals
+        ]
+        adjusted = holm([comparison.p_value for comparison in comparisons])
+        dropped = []
+        for index, comparison, p_holm in zip(rivals, comparisons, adjusted, strict=True):
+            # A configuration with no usable seed at all (every seed failed) cannot win: it is dropped.
+            failed_out = self.finished_seeds(index) == 0 and len(self.results[index]) >= settings.min_seeds
+            worse = verdict(
+                comparison, p_holm, alpha=settings.alpha, higher_is_better=settings.higher_is_better
+            )
+            if worse != WORSE and not failed_out:
+                continue
+            self.status[index] = DROPPED
+            event = {
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "trials_finished": len(self.trials) - len(self.pending),
+                "configuration": self.labels[index],
+                "leader": self.labels[leader],
+                "paired": comparison.paired,
+                "n": comparison.n,
+                "difference": comparison.difference,
+                "low": comparison.low,
+                "high": comparison.high,
+                "p": comparison.p_value,
+                "p_holm": p_holm,
+                "test": comparison.test,
+                "why": "every seed failed" if failed_out else "decided worse than the leader",
+            }
+            self.events.append(event)
+            dropped.append(event)
+        return dropped
+
+    def _maybe_end(self) -> None:
+        alive = self.alive()
+        if len(alive) == 1 and self._ready(alive[0]):
+            self._decide(SEPARATED)
+            return
+        margin = self.settings.margin
+        leader = self.leader()
+        if margin and leader is not None:
+            others = [i for i in alive if i != leader]
+            if all(self._ready(i) for i in others) and all(
+                equivalent(self.results[i], self.results[leader], margin, alpha=self.settings.alpha)[0]
+                for i in others
+            ):
+                self._decide(EQUIVALENT)
+
+    def _decide(self, reason: str) -> None:
+        leader = self.leader()
+        alive = self.alive()
+        winner = self.labels[leader] if leader is not None else None
+        trials = len(self.trials)
+        if reason == SEPARATED:
+            summary = f"{winner} is separated from all {len(self.labels) - 1} other configurations"
+        elif reason == EQUIVALENT:
+            summary = (
+                f"{len(alive)} configurations remain, all within ±{self.settings.margin:g} of {winner} "
+                "(equivalent)"
+            )
+        else:
+            undecided = [self.labels[i] for i in alive if i != leader]
+            summary = (
+                f"budget spent: {winner} leads, not separated from {len(undecided)} other configurations"
+                if undecided
+                else f"budget spent: {winner} is the only configuration left"
+            )
+        self.decision = {
+            "reason": reason,
+            "winner": winner,
+            "alive": [self.labels[i] for i in alive],
+            "dropped": [self.labels[i] for i, status in enumerate(self.status) if status == DROPPED],
+            "trials": trials,
+            "max_trials": len(self.labels) * self.settings.max_seeds,
+            "summary": f"{summary}; {trials} trials of at most {len(self.labels) * self.settings.max_seeds}",
+        }
+
+    # -- persistence -----------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Plain data (JSON-able: seeds as strings)."""
+        return {
+            "settings": vars(self.settings),
+            "labels": self.labels,
+            "results": [{str(seed): value for seed, value in row.items()} for row in self.results],
+            "launched": self.launched,
+            "status": self.status,
+            "trials": {trial: list(where) for trial, where in self.trials.items()},
+            "pending": self.pending,
+            "events": self.events,
+            "decision": self.decision,
+            "configurations": [
+                {"label": label, "status": status, "seeds": len(self.results[i]), "mean": self.mean(i)}
+                for i, (label, status) in enumerate(zip(self.labels, self.status, strict=True))
+            ],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Race:
+        return cls(
+            settings=RaceSettings(**state["settings"]),
+            labels=list(state["labels"]),
+            results=[{int(seed): float(value) for seed, value in row.items()} for row in state["results"]],
+            launched=[list(seeds) for seeds in state["launched"]],
+            status=list(state["status"]),
+            trials={trial: (int(where[0]), int(where[1])) for trial, where in state["trials"].items()},
+            pending=list(state["pending"]),
+            events=list(state["events"]),
+            decision=state["decision"],
+        )
