@@ -3,6 +3,8 @@ hand-made sentences (sub-word starts, adjacent and nested entities, entities cut
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +12,8 @@ import torch
 from seqeval.metrics import f1_score
 from torch import nn
 
-from dicelab.errors import ConfigError
+from dicelab.data.readers import read_split_file
+from dicelab.errors import ConfigError, DataError
 from dicelab.tasks import TASKS, MrcNer
 from dicelab.tasks._mrc_ner import (
     IGNORE_INDEX,
@@ -42,7 +45,7 @@ def test_queries_by_type_by_set_and_by_mapping():
     assert generic_query("WORK_OF_ART") == "find the work of art entities in the text."
     assert entity_queries("msra", ["NR", "NS"]) == {"NR": MSRA["NR"], "NS": MSRA["NS"]}
     assert entity_queries({"PER": "who ?", "LOC": "where ?"}, ["LOC"]) == {"LOC": "where ?"}
-    with pytest.raises(ConfigError, match="task.queries': no query for entity type 'MISC'"):
+    with pytest.raises(ConfigError, match=r"task\.queries': no query for entity type 'MISC'"):
         entity_queries("ontonotes4", ["PER", "MISC"])
     with pytest.raises(ConfigError, match="unknown query set 'conll'"):
         entity_queries("conll", ["PER"])
@@ -102,7 +105,7 @@ def test_encode_labels_sub_word_starts_adjacent_entities_and_cut_entities(config
     assert pieces[:6] == ["[CLS]", "who", "?", "[SEP]", "x", "##yl"]
     per = labelled(2)
     assert per[0] == ("x", 1, I) and per[1][1:] == (I, 0)  # start on the first sub-word, end on the last
-    assert [label for label in per if label[2] == 1][0][0] == "##x"  # "Qwzx" ends the person
+    assert next(label for label in per if label[2] == 1)[0] == "##x"  # "Qwzx" ends the person
     loc = labelled(0)
     assert [(p, s, e) for p, s, e in loc if p in ("paris", "berlin")] == [("paris", 1, 1), ("berlin", 1, 1)]
     loc_pieces = minilm_tokenizer.convert_ids_to_tokens(features[0]["input_ids"])
@@ -239,3 +242,43 @@ def test_a_query_longer_than_the_window_is_a_config_error(config, minilm_tokeniz
     frame = pd.DataFrame({"tokens": [["Rome"]], "tags": [["B-LOC"]]})
     with pytest.raises(ConfigError, match="query of 'LOC' leaves no room"):
         MrcNer().encode(frame, minilm_tokenizer, config, TAGS)
+
+
+def _mrc_object(qas_id: str, context: str, label: str, starts: list[int], ends: list[int]) -> dict:
+    return {
+        "context": context,
+        "entity_label": label,
+        "qas_id": qas_id,
+        "query": "unused: mrc_ner writes its own",
+        "start_position": starts,
+        "end_position": ends,
+        "span_position": [f"{s};{e}" for s, e in zip(starts, ends, strict=True)],
+        "impossible": not starts,
+    }
+
+
+def test_the_official_mrc_ner_json_layout_reads_as_tagged_sentences(tmp_path):
+    sentence = "EU rejects German call to boycott British lamb ."
+    objects = [
+        _mrc_object("0.1", sentence, "ORG", [0], [0]),
+        _mrc_object("0.2", sentence, "MISC", [2, 6], [2, 6]),
+        _mrc_object("0.3", sentence, "PER", [], []),
+        _mrc_object("1.1", "Peter Blackburn", "PER", [0], [1]),
+    ]
+    path = tmp_path / "mrc-ner.dev"
+    path.write_text(json.dumps(objects), encoding="utf-8")
+    frame = read_split_file(path, "tagging", format="mrc_ner")
+    assert frame["tokens"].tolist() == [sentence.split(), ["Peter", "Blackburn"]]
+    assert frame["tags"].tolist() == [
+        ["B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O"],
+        ["B-PER", "I-PER"],
+    ]
+    objects.append(_mrc_object("1.2", "Peter Blackburn", "LOC", [1], [1]))
+    path.write_text(json.dumps(objects), encoding="utf-8")
+    with pytest.raises(
+        DataError, match=r"object 5 \(qas_id '1.2'\): entity \[1, 1\] \(LOC\) overlaps another"
+    ):
+        read_split_file(path, "tagging", format="mrc_ner")
+    path.write_text(json.dumps([_mrc_object("0.1", "a b", "ORG", [1], [2])]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"entity \[1, 2\] is outside its 2 words"):
+        read_split_file(path, "tagging", format="mrc_ner")

@@ -38,7 +38,7 @@ class DataConfig(Section):
     source: str = "synthetic_pairs"  # registry name: hub | local | synthetic_pairs | synthetic_tagging | ...
     name: str | None = None  # hub dataset, e.g. "glue/mrpc" (source: hub)
     path: str | None = None  # local directory or file (source: local); relative to the working directory
-    format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad"] = "auto"
+    format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner"] = "auto"
     splits: dict[str, str] = Field(default_factory=lambda: {"train": "train", "dev": "dev"})
     # canonical name -> column name in the source, or a 0-based column index (CoNLL, header-less TSV/CSV)
     columns: dict[str, str | int] = Field(default_factory=dict)
@@ -62,6 +62,7 @@ class TaskConfig(Section):
     # mrc_ner: the query per entity type: "auto", a named set (conll03 | ontonotes5 | msra | ontonotes4) or
     # {TYPE: query}; max_answer_length is then the longest entity in tokens.
     queries: str | dict[str, str] = "auto"
+    match_loss_weight: float = Field(1.0, ge=0.0)  # mrc_ner: span-match loss weight (start and end weigh 1)
 
 
 class TinyBertConfig(Section):

@@ -14,10 +14,11 @@ Labels, per example:
 Head: the encoder's hidden states h; start / end scores are a linear layer on h_i; the match score of (i, j)
 is an MLP on [h_i; h_j] (its first layer applied to each half separately, so no (L, L, 2H) tensor is formed).
 
-Loss: (start + end + match) / 3, each with the configured loss on binary logits (ce is then binary cross
-entropy); the dice family sees each as one set when configured at level "batch", as the official code does.
-Match candidates are the pairs (i <= j < i + task.max_answer_length) whose start and end are gold or
-predicted (the official "gold_pred" candidates); the official repository weighs the three terms equally.
+Loss: (start + end + w * match) / (2 + w), w = task.match_loss_weight (BERT-MRC's default 1; the official
+dice scripts for CoNLL-2003 use 0.3), each term the configured loss on binary logits (ce is then binary
+cross entropy); the dice family sees each term as one set when configured at level "batch", as the official
+code does. Match candidates are the pairs (i <= j < i + task.max_answer_length) whose start and end are
+gold or predicted (the official "gold_pred" candidates).
 
 Decoding: starts and ends with a positive score, pairs of them with a positive match score; each span's score
 is the sum of its three logits. Spans of one type may nest or overlap; the sentence's flat tags keep the
@@ -72,10 +73,12 @@ class MrcDecoding:
 class MrcNerModel(nn.Module):
     """Encoder plus BERT-MRC's three heads; carries the decoding settings of its config."""
 
-    def __init__(self, encoder: nn.Module, dropout: float, decoding: MrcDecoding):
+    def __init__(
+        self, encoder: nn.Module, dropout: float, decoding: MrcDecoding, match_loss_weight: float = 1.0
+    ):
         super().__init__()
         hidden = encoder.config.hidden_size
-        self.encoder, self.decoding = encoder, decoding
+        self.encoder, self.decoding, self.match_loss_weight = encoder, decoding, match_loss_weight
         self.dropout = nn.Dropout(dropout)
         self.boundaries = nn.Linear(hidden, 2)  # start, end
         self.match_start = nn.Linear(hidden, hidden)  # the match MLP's first layer, split over [h_i; h_j]
@@ -175,7 +178,7 @@ class MrcNer:
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
         decoding = MrcDecoding(config.task.max_answer_length, tuple(entity_types_of(label_names)))
-        return MrcNerModel(encoder, config.model.dropout, decoding)
+        return MrcNerModel(encoder, config.model.dropout, decoding, config.task.match_loss_weight)
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = pad_rows(
@@ -218,7 +221,8 @@ class MrcNer:
             return (start_loss + end_loss) / 2
         match = model.match_scores(hidden, rows, starts, starts + offsets)
         match_loss = loss_fn(match, gold[rows, starts, offsets].long())
-        return (start_loss + end_loss + match_loss) / 3
+        weight = model.match_loss_weight
+        return (start_loss + end_loss + weight * match_loss) / (2 + weight)
 
     @torch.no_grad()
     def evaluate(

@@ -1,4 +1,4 @@
-"""Reading one split file (TSV, CSV, JSONL, Parquet, CoNLL, SQuAD JSON) into canonical columns."""
+"""Reading one split file (TSV, CSV, JSONL, Parquet, CoNLL, SQuAD or MRC-NER JSON) into canonical columns."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dicelab.data.provenance import Unit, set_origin
 from dicelab.data.readers._canonical import ColumnKey, to_canonical
 from dicelab.data.readers._conll import read_conll
 from dicelab.data.readers._delimited import read_delimited
+from dicelab.data.readers._mrc_ner import read_mrc_ner
 from dicelab.data.readers._squad import read_squad
 from dicelab.data.readers._tables import read_jsonl, read_parquet
 from dicelab.errors import DataError
@@ -24,6 +25,7 @@ FORMAT_FAMILIES: dict[str, tuple[Family, ...]] = {
     "jsonl": ("pairs", "tagging", "spans"),
     "parquet": ("pairs", "tagging", "spans"),
     "conll": ("tagging",),
+    "mrc_ner": ("tagging",),  # BERT-MRC's JSON (mrc-ner.train ...), merged back into sentences
     "squad": ("spans",),
 }
 FILE_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet", ".conll", ".txt")
@@ -75,6 +77,8 @@ def read_located(
         table, unit = read_parquet(path), "row"
     elif format == "conll":
         table, unit, columns = read_conll(path, columns), "conll", {}
+    elif format == "mrc_ner":
+        table, unit, columns = read_mrc_ner(path), "row", {}
     else:
         table, unit = read_squad(path), "question"
     if table.columns.empty:  # an empty file: no rows and no header
