@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dicelab.analysis.comparisons import seed_values
+from dicelab.analysis.comparisons import compare_trials
 from dicelab.analysis.design import config_label, swept_params
 from dicelab.analysis.intervals import t_interval, welch_interval
 from dicelab.analysis.observations import (
@@ -23,7 +23,7 @@ from dicelab.analysis.observations import (
     paper_order,
 )
 from dicelab.analysis.runs import RunSet
-from dicelab.stats import Comparison, compare, holm, verdict
+from dicelab.stats import Comparison, holm, verdict
 
 BASELINE_LOSS = "ce"
 ABLATION_COLUMNS = [
@@ -128,9 +128,7 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
             row.update(dict.fromkeys(ABLATION_COLUMNS[-8:], math.nan))
             row["verdict"] = ""
             if baseline is not None and row["loss"] != BASELINE_LOSS:
-                result = compare(
-                    seed_values(own), seed_values(baseline), confidence=options.confidence, test=options.test
-                )
+                result = compare_trials(own, baseline, options)
                 compared.append((row, result))
         adjusted = holm([result.p_value for _, result in compared])
         for (row, result), p_holm in zip(compared, adjusted, strict=True):

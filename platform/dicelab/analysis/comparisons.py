@@ -10,6 +10,7 @@ over the arena's whole family of comparisons; a comparison not decided says how 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError
 from dicelab.stats import NO_DIFFERENCE, Comparison, compare, holm, min_pairs_for_significance, seeds_needed
 from dicelab.stats import verdict as decide
+from dicelab.stats.comparison import Test
 
 BASELINE, BEST = "baseline", "best"  # what a comparison is against
 ALL_VARIANTS = "all"  # the arena's variant when the baseline itself is a data variant
@@ -127,12 +129,7 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
             where = " / ".join(str(v) for v in arena.values() if v != ALL_VARIANTS)
             notes.append(f"{where}: no configuration with {options.baseline}; compared with the best only")
         family = list(_family(configs, best, partner))
-        results = [
-            compare(
-                seed_values(c.rows), seed_values(r.rows), confidence=options.confidence, test=options.test
-            )
-            for _, c, r in family
-        ]
+        results = [compare_trials(c.rows, r.rows, options) for _, c, r in family]
         adjusted = holm([result.p_value for result in results])
         family_size = max(1, sum(math.isfinite(result.p_value) for result in results))
         paper = runs.papers.get(str(arena["experiment"]))
@@ -212,6 +209,33 @@ class BaselineFinder:
             "", str(first[LOSS]), str(first[VARIANT]), settings, rows, usable.mean(), len(usable)
         )
         return _partner(point, baselines, self.key)
+
+
+def compare_trials(candidate: pd.DataFrame, reference: pd.DataFrame, options: AnalysisOptions) -> Comparison:
+    """`dicelab.stats.compare` on two groups of trials' per-seed values. Memoised: the decision, the ablation
+    table and the sensitivity curves ask for many of the same comparisons, and an inexact permutation test
+    (more than 16 pairs) costs most of a second."""
+    return _compare_cached(
+        _frozen(seed_values(candidate)), _frozen(seed_values(reference)), options.confidence, options.test
+    )
+
+
+def _frozen(values: dict[int, float]) -> tuple[tuple[int, float | None], ...]:
+    # NaN never equals itself, so it would defeat the cache: missing seeds are keyed as None.
+    return tuple(sorted((seed, value if math.isfinite(value) else None) for seed, value in values.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _compare_cached(
+    candidate: tuple[tuple[int, float | None], ...],
+    reference: tuple[tuple[int, float | None], ...],
+    confidence: float,
+    test: Test,
+) -> Comparison:
+    def unfrozen(values: tuple[tuple[int, float | None], ...]) -> dict[int, float]:
+        return {seed: math.nan if value is None else value for seed, value in values}
+
+    return compare(unfrozen(candidate), unfrozen(reference), confidence=confidence, test=test)
 
 
 def seed_values(rows: pd.DataFrame) -> dict[int, float]:

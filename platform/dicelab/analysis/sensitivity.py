@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from dicelab.analysis.comparisons import BaselineFinder, seed_values
+from dicelab.analysis.comparisons import BaselineFinder, compare_trials
 from dicelab.analysis.design import SweptParam, config_label, swept_params
 from dicelab.analysis.intervals import t_interval
 from dicelab.analysis.observations import (
@@ -24,7 +24,7 @@ from dicelab.analysis.observations import (
 )
 from dicelab.analysis.paper import PaperNumbers
 from dicelab.analysis.runs import RunSet
-from dicelab.stats import compare, holm
+from dicelab.stats import holm
 
 # Another swept param with at most this many values splits the curves into lines; one with more values
 # (a random search over it) is averaged over, and the curve says so in `averaged_over`.
@@ -185,9 +185,7 @@ def _against_baseline(
     if partner is None:
         return {"baseline": "", "delta": math.nan, "delta_low": math.nan, "delta_high": math.nan,
                 "delta_paired": False, "delta_p": math.nan}  # fmt: skip
-    result = compare(
-        seed_values(cell), seed_values(partner.rows), confidence=options.confidence, test=options.test
-    )
+    result = compare_trials(cell, partner.rows, options)
     return {
         "baseline": partner.label,
         "delta": result.difference,
