@@ -46,11 +46,12 @@ def test_an_existing_untagged_experiment_is_tagged_and_a_chosen_kind_is_kept(cli
 
 
 def test_experiment_url_sorts_by_the_best_metric_best_first():
-    assert experiment_url("http://h:5000/", "7") == "http://h:5000/#/experiments/7/runs"
+    training = "workflowType=machine_learning"  # the UI's "Model training" side, whatever it showed last
+    assert experiment_url("http://h:5000/", "7") == f"http://h:5000/#/experiments/7/runs?{training}"
     assert experiment_url("http://h:5000", "7", "f1") == (
-        "http://h:5000/#/experiments/7/runs?orderByKey=metrics.%60best_dev_f1%60&orderByAsc=false"
+        f"http://h:5000/#/experiments/7/runs?{training}&orderByKey=metrics.%60best_dev_f1%60&orderByAsc=false"
     )
-    assert run_url("http://h:5000", "7", "abc") == "http://h:5000/#/experiments/7/runs/abc"
+    assert run_url("http://h:5000", "7", "abc") == f"http://h:5000/#/experiments/7/runs/abc?{training}"
 
 
 def test_without_a_name_the_newest_sweep_is_found_with_its_metric(client):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dicelab.config import read_config
+from dicelab.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "unfinished ones continue from their last checkpoint",
     )
     parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: run failed trials again from their last checkpoint, in the same MLflow runs "
+        "(after a full disk or a lost node)",
+    )
+    parser.add_argument(
         "--tracking-uri",
         help="MLflow tracking URI (default: tracking.uri, $MLFLOW_TRACKING_URI, "
         "sqlite:///<cwd>/.dicelab/mlflow.db)",
@@ -37,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.retry_failed and not args.resume:
+        raise ConfigError("--retry-failed continues a sweep: use it with --resume")
     # The schema first, then the driver's imports (MLflow, Ray): a typo is reported in under a second.
     read_config(args.config, args.overrides)
     from dicelab.sweeps.driver import SweepOptions, run_sweep
@@ -48,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             address=args.address,
             name=args.name,
             resume=args.resume,
+            retry_failed=args.retry_failed,
             tracking_uri=args.tracking_uri,
         )
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -327,6 +328,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         log_race(client, state.parent_run_id, race, runs)
     outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
+    _label_trial_runs(client, runs, metric)
     _print_closing(console, state, runs, outcomes, metric, tracking_uri)
     if race is not None and race.get("decision"):
         console.print(f"race:   {race['decision']['summary']}", highlight=False, soft_wrap=True)
@@ -340,6 +342,29 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
 
 
+RESULT_SEPARATOR = " · "
+
+
+def _label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:
+    """Each trial's run name gets its result, "dsc alpha=0.5 seed=1 · f1 0.6235" (or "· failed", ...): the
+    MLflow UI's runs table shows names but no metric column until one is chosen. Idempotent on --resume."""
+    key = names.best_metric(metric)
+    for run in runs:
+        base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
+        outcome = run.data.tags.get(names.OUTCOME)
+        if run.info.status == records.KILLED:
+            result = "interrupted"
+        elif outcome in (names.COMPLETED, names.EARLY_STOPPED) and key in run.data.metrics:
+            result = f"{metric} {run.data.metrics[key]:.4f}"
+            result += " early stopped" if outcome == names.EARLY_STOPPED else ""
+            result += " degenerate" if names.DEGENERATE in run.data.tags else ""
+        else:
+            result = (outcome or run.info.status.lower()).replace("_", " ")
+        name = f"{base}{RESULT_SEPARATOR}{result}"
+        if name != run.info.run_name:
+            client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)
+
+
 def _print_closing(
     console: Console, state: SweepState, runs: list[Run], outcomes: Counter[str], metric: str, uri: str
 ) -> None:
@@ -349,9 +374,8 @@ def _print_closing(
     best = best_run(runs, metric)
     if best is not None:
         key = names.best_metric(metric)
-        lines.append(
-            f"best:   {best.info.run_name} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}"
-        )
+        label = (best.info.run_name or "").split(RESULT_SEPARATOR)[0]
+        lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
     if uri.startswith(("http://", "https://")):
         lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
     else:

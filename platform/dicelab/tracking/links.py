@@ -13,18 +13,22 @@ if TYPE_CHECKING:
     from mlflow.entities import Experiment, Run
 
 
+# The UI's "GenAI | Model training" switch: the URL's choice wins over the one the browser remembers.
+TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def experiment_url(base: str, experiment_id: str, metric: str | None = None) -> str:
-    """The experiment's runs table; with `metric` (e.g. "f1") sorted by best_dev_<metric>, best first, so that
-    the chart view (which draws the first 10 runs of the table) shows the best trials."""
-    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    """The experiment's runs table in the "Model training" view; with `metric` (e.g. "f1") sorted by
+    best_dev_<metric>, best first, so that the chart view (which draws the first 10 runs) shows the best."""
+    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{TRAINING_VIEW}"
     if metric:
         key = quote(f"metrics.`{names.best_metric(metric)}`", safe="")
-        url += f"?orderByKey={key}&orderByAsc=false"
+        url += f"&orderByKey={key}&orderByAsc=false"
     return url
 
 
 def run_url(base: str, experiment_id: str, run_id: str) -> str:
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{TRAINING_VIEW}"
 
 
 def sweep_metric(client: MlflowClient, experiment_id: str) -> str | None:

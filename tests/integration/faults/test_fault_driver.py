@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+
+from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -110,6 +113,11 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_and_resume_finishes(tmp_path
     assert len(runs) == 3 and all(run.info.status == "FINISHED" for run in runs.values())
     lost = _lost_evaluations(client, runs.values(), EPOCHS)
     assert lost == 0
+    # what the MLflow UI shows first: the training view, and names that carry the result
+    experiment = client.get_experiment(parents[0].info.experiment_id)
+    assert experiment.tags[names.EXPERIMENT_KIND] == names.EXPERIMENT_KIND_TRAINING
+    labelled = re.compile(r"ce seed=\d · f1 \d\.\d{4}( degenerate)?")
+    assert all(labelled.fullmatch(run.info.run_name) for run in trials), [run.info.run_name for run in trials]
     fault_figure(
         "driver kill -9 (local Ray), then --resume",
         trials_finished=f"{len(runs)}/3",
