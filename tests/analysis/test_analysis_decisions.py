@@ -12,6 +12,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from dicelab.analysis import AnalysisOptions, ablation_table, build_report, decisions, load_runs, observations
+from dicelab.analysis.decision import arena_statements
 from dicelab.cli import main
 from dicelab.errors import DicelabError
 from dicelab.tracking import conventions as names
@@ -221,3 +222,11 @@ def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):
     assert "### Seed race `sweep-1`" in markdown and "separated: dsc after 3 seeds" in markdown
     assert "| ce | 3 | 80 | dsc | 0.04 |" in markdown
     assert any("seed race sweep-1: separated: dsc after 3 seeds" in line for line in report.decision)
+
+
+def test_undecided_comparisons_beyond_the_limit_are_counted_not_listed(runs):
+    decided = decisions(runs)
+    arena = decided.arenas.iloc[0]
+    statements = arena_statements(arena, decided.comparisons, AnalysisOptions(), max_undecided=1)
+    assert sum(s.startswith("Undecided:") for s in statements) == 1
+    assert "…and 1 more undecided comparisons: see the table (`comparisons.csv`)." in statements

@@ -16,6 +16,8 @@ from dicelab.analysis.race import RaceRecord
 from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
 
 POWER = 0.8  # the power seeds are sized for
+MAX_UNDECIDED = 12  # undecided comparisons spelled out per arena in the report (the table has them all)
+MAX_UNDECIDED_CONSOLE = 3
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def decision_lines(decisions: Decisions, races: list[RaceRecord], options: Analy
         rows = _rows_of(decisions.comparisons, arena)
         if titled:
             lines.append(f"  {_plain(_arena_title(arena))}")
-        lines += [f"  - {_plain(statement)}" for statement in arena_statements(arena, rows, options)]
+        statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE)
+        lines += [f"  - {_plain(statement)}" for statement in statements]
     if decisions.arenas.empty:
         lines.append("  nothing to decide: no configuration has a usable trial")
     test = "exact sign-flip permutation test" if options.test == "permutation" else "paired t test"
@@ -73,7 +76,9 @@ def decision_lines(decisions: Decisions, races: list[RaceRecord], options: Analy
     return lines
 
 
-def arena_statements(arena: pd.Series, rows: pd.DataFrame, options: AnalysisOptions) -> list[str]:
+def arena_statements(
+    arena: pd.Series, rows: pd.DataFrame, options: AnalysisOptions, max_undecided: int = MAX_UNDECIDED
+) -> list[str]:
     """Sentences (with `names` marked) saying what the comparisons of one arena decided."""
     level = f"{options.confidence:.0%}"
     best = str(arena["best"])
@@ -104,8 +109,13 @@ def arena_statements(arena: pd.Series, rows: pd.DataFrame, options: AnalysisOpti
         which = f"`{baseline}`" if baseline else f"`{options.baseline}`"
         statements.append(f"Against the baseline {which}: " + "; ".join(verdicts) + ".")
     undecided = rows[rows["verdict"] == NO_DIFFERENCE]
-    for _, row in undecided.iterrows():
+    for _, row in undecided.head(max_undecided).iterrows():
         statements.append(f"Undecided: {_undecided(row, level)}")
+    if len(undecided) > max_undecided:
+        statements.append(
+            f"…and {len(undecided) - max_undecided} more undecided comparisons: see the table "
+            "(`comparisons.csv`)."
+        )
     statements += _missing_and_unpaired(rows)
     family = int(rows["family"].max()) if len(rows) else 1
     if family > 1:
