@@ -98,7 +98,7 @@ def test_failed_seeds_are_missing_and_a_configuration_that_always_fails_is_dropp
 
 
 def test_total_budget_caps_the_trials():
-    race = Race(settings(budget=10), ["a", "b", "c"])
+    race = Race(settings(budget=10), ["a", "b", "c"])  # 3 x min_seeds = 9 first, then one more
     run_race(race, lambda i, s: 80.0 + np.sin(i * 7 + s))
     assert len(race.trials) == 10 and race.decision["reason"] == BUDGET
 
@@ -147,7 +147,7 @@ def test_searcher_gives_points_with_seeds_and_saves_its_state(tmp_path):
     from dicelab.sweeps.tuning import search_algorithm
 
     plan = plan_of({**CONFIGS, "racing": {"min_seeds": 2, "max_seeds": 3}})
-    searcher = search_algorithm(plan, "f1", tmp_path)
+    searcher = search_algorithm(plan, "f1", tmp_path / "sweep")
     configs = [searcher.suggest(f"t{i}") for i in range(6)]
     assert {c["point"]["train.seed"] for c in configs} == {1, 2}
     assert sorted(c["point"]["loss.name"] for c in configs) == ["ce", "ce", "dice", "dice", "dsc", "dsc"]
@@ -158,7 +158,7 @@ def test_searcher_gives_points_with_seeds_and_saves_its_state(tmp_path):
         searcher.on_trial_result(f"t{i}", {"dev_f1": value - 0.1})
         searcher.on_trial_result(f"t{i}", {"dev_f1": value})  # the best evaluation counts
         searcher.on_trial_complete(f"t{i}", {"dev_f1": value - 0.05})
-    state = read_race(tmp_path)
+    state = read_race(tmp_path / "sweep")
     assert state["results"][0] == {"1": pytest.approx(0.81), "2": pytest.approx(0.82)}
     path = tmp_path / "searcher.pkl"
     searcher.save(str(path))

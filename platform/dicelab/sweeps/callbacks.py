@@ -152,10 +152,10 @@ class SweepView(_Lazy):
     _transient = ("_console", "_live", "_last_draw")
 
     def __init__(
-        self, context: SweepContext, trial_records: TrialRecords, where: str, race_file: Path | None = None
+        self, context: SweepContext, trial_records: TrialRecords, where: str, race_dir: Path | None = None
     ):
         self.context, self.records, self.where = context, trial_records, where
-        self.race_file = race_file  # a seed race's live state (RaceSearcher writes it), shown above the table
+        self.race_dir = race_dir  # a seed race's sweep directory: its live state is shown above the table
         self.best: dict[str, float] = {}  # trial id -> best value of the metric so far
         self._console: Console | None = None
         self._live: Live | None = None
@@ -285,7 +285,7 @@ class SweepView(_Lazy):
         return Group(table, below) if below.plain else Group(table)
 
     def _race(self) -> dict[str, Any] | None:
-        return read_race(self.race_file.parent) if self.race_file is not None else None
+        return read_race(self.race_dir) if self.race_dir is not None else None
 
 
 def race_line(race: dict[str, Any]) -> str:

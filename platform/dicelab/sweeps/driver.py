@@ -26,7 +26,7 @@ from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
 from dicelab.sweeps import local_ray, records
-from dicelab.sweeps.race_records import RACE_FILE, log_race, read_race
+from dicelab.sweeps.race_records import log_race, read_race
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, ensure_experiment, links, resolve_tracking_uri
@@ -453,8 +453,8 @@ def _fit(
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)
         trial_records = TrialRecords(context, plan.search.scheduler.name)
-        race_file = directory / RACE_FILE if plan.racing is not None else None
-        callbacks = [trial_records, SweepView(context, trial_records, where, race_file)]
+        race_dir = directory if plan.racing is not None else None
+        callbacks = [trial_records, SweepView(context, trial_records, where, race_dir)]
         tuner = build_tuner(context, inputs, directory, callbacks)
     return tuner.fit()
 

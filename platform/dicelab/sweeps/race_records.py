@@ -34,13 +34,19 @@ ELIMINATION_COLUMNS = (
     "why",
 )
 WINNER, UNDECIDED = "winner", "undecided"
-RACE_FILE = "race.json"  # in the sweep's directory: the race's live state, written by RaceSearcher
+
+
+def race_file(directory: Path) -> Path:
+    """Where the race's live state is kept for a sweep directory: beside it, not inside. Tune syncs the
+    experiment directory down on --resume and its own copy back up at every save, which would overwrite a
+    file inside it with the stale copy."""
+    return directory.parent / f"{directory.name}.race.json"
 
 
 def read_race(directory: Path) -> dict[str, Any] | None:
-    """The race state a sweep directory holds (None: not a race, or no result yet)."""
+    """The race state of a sweep directory (None: not a race, or nothing started yet)."""
     try:
-        return json.loads((directory / RACE_FILE).read_text(encoding="utf-8"))
+        return json.loads(race_file(directory).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 

@@ -3,7 +3,7 @@
 It runs in the driver, like any Tune searcher, so a race uses whatever Tune gives a sweep (a cluster,
 `dicelab submit`, resources, ASHA inside a seed) and its state is saved with the experiment: `--resume`
 continues the same race without rerunning or duplicating trials. After each result it writes the race's
-state as JSON into the sweep's directory (the live view and the parent run's records read it) and prints
+state as JSON beside the sweep's directory (the live view and the parent run's records read it) and prints
 each elimination as one line.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from ray.tune.search import Searcher
 from rich.console import Console
 
-from dicelab.sweeps.race_records import RACE_FILE
+from dicelab.sweeps.race_records import race_file
 from dicelab.sweeps.racing import FINISHED, Race
 from dicelab.sweeps.space import Point
 from dicelab.sweeps.trainable import POINT_KEY
@@ -97,10 +97,11 @@ class RaceSearcher(Searcher):
             self.best[trial_id] = float(value)
 
     def _write(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        partial = self.directory / f".{RACE_FILE}.tmp"
+        path = race_file(self.directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.tmp")
         partial.write_text(json.dumps(self.race.state(), indent=1), encoding="utf-8")
-        os.replace(partial, self.directory / RACE_FILE)
+        os.replace(partial, path)
 
 
 def _signed(value: float) -> str:

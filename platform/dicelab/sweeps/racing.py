@@ -83,26 +83,31 @@ class Race:
         """(configuration, seed) to start as `trial_id`; None: wait for results; FINISHED: decided."""
         if self.decision is not None:
             return FINISHED
-        if len(self.trials) < self.max_trials:
-            busy = {self.trials[pending][0] for pending in self.pending}
-            wanting = [
-                index
-                for index in self.alive()
-                if len(self.launched[index]) < self.settings.max_seeds
-                and (len(self.launched[index]) < self.settings.min_seeds or index not in busy)
-            ]
-            if wanting:
-                # The configuration with fewest seeds first: pairs complete early and the race stays balanced.
-                index = min(wanting, key=lambda i: (len(self.launched[i]), i))
-                seed = self.settings.seeds[len(self.launched[index])]
-                self.launched[index].append(seed)
-                self.trials[trial_id] = (index, seed)
-                self.pending.append(trial_id)
-                return index, seed
+        wanting = self._wanting()
+        if wanting:
+            # The configuration with fewest seeds first: pairs complete early and the race stays balanced.
+            index = min(wanting, key=lambda i: (len(self.launched[i]), i))
+            seed = self.settings.seeds[len(self.launched[index])]
+            self.launched[index].append(seed)
+            self.trials[trial_id] = (index, seed)
+            self.pending.append(trial_id)
+            return index, seed
         if self.pending:
             return None
         self._decide(BUDGET)
         return FINISHED
+
+    def _wanting(self) -> list[int]:
+        """Alive configurations that may start their next seed now (each waits for its own results)."""
+        if len(self.trials) >= self.max_trials:
+            return []
+        busy = {self.trials[pending][0] for pending in self.pending}
+        return [
+            index
+            for index in self.alive()
+            if len(self.launched[index]) < self.settings.max_seeds
+            and (len(self.launched[index]) < self.settings.min_seeds or index not in busy)
+        ]
 
     def record(self, trial_id: str, value: float | None) -> list[dict[str, Any]]:
         """A trial's result (its best dev metric; None / NaN when it failed). Returns the new eliminations."""
@@ -116,6 +121,8 @@ class Race:
             return []
         dropped = self._eliminate()
         self._maybe_end()
+        if self.decision is None and not self.pending and not self._wanting():
+            self._decide(BUDGET)  # the last result: Tune may not ask for another trial to hear "finished"
         return dropped
 
     # -- decisions -------------------------------------------------------------------------------------

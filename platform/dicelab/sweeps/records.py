@@ -44,6 +44,20 @@ def find_trial_run(client: MlflowClient, experiment_id: str, sweep_id: str, tria
     return runs[0] if runs else None
 
 
+def find_point_run(
+    client: MlflowClient, experiment_id: str, sweep_id: str, params: dict[str, Any]
+) -> Run | None:
+    """The sweep's trial run with these params (a configuration on one seed), whatever its trial id."""
+    where = " and ".join(
+        f"params.`{key}` = '{clip(value, MAX_PARAM_VAL_LENGTH)}'" for key, value in params.items()
+    )
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"{_tags_equal({names.SWEEP_ID: sweep_id, names.ROLE: names.ROLE_TRIAL})} and {where}",
+    )
+    return runs[0] if runs else None
+
+
 def trial_runs(client: MlflowClient, experiment_id: str, sweep_id: str) -> list[Run]:
     """Every child run of a sweep (all pages)."""
     runs: list[Run] = []

@@ -170,6 +170,16 @@ def _open_run(
     sweep, shortly before its driver was killed and before Tune saved that (MLflow is the record of truth).
     """
     run = records.find_trial_run(client, context.experiment_id, context.sweep_id, trial_id)
+    if run is None and context.plan.racing is not None:
+        # A race gives each (configuration, seed) once. A driver killed after starting a trial and before
+        # Tune saved it leaves that trial's run behind; the resumed race starts the same configuration and
+        # seed under a new trial id, which takes the run over instead of duplicating it.
+        flat = flatten_config(config)
+        run = records.find_point_run(
+            client, context.experiment_id, context.sweep_id, {key: flat[key] for key in overrides}
+        )
+        if run is not None:
+            client.set_tag(run.info.run_id, names.TRIAL_ID, trial_id)
     if run is None:
         return records.create_trial_run(
             client,
