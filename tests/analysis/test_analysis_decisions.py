@@ -215,12 +215,13 @@ def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):
     log = sweep_log("raced")
     sweep_of(log, {"ce": {1: 0.80, 2: 0.81, 3: 0.79}, "dsc": {1: 0.84, 2: 0.85, 3: 0.83}})
     log.client.set_tag(log.parent_id, names.RACE_DECISION, "separated: dsc after 3 seeds")
-    eliminations = "configuration,seeds,mean,leader,p_holm\nce,3,80.0,dsc,0.04\n"
+    eliminations = "time,trials_finished,configuration,leader,n,p_holm,test\n1.5,6,ce,dsc,3,0.04,t\n"
     log.client.log_text(log.parent_id, eliminations, "race/eliminations.csv")
     report = build_report(load_runs("raced", tracking_uri), tmp_path / "r", log_to_mlflow=False)
     markdown = report.markdown.read_text(encoding="utf-8")
     assert "### Seed race `sweep-1`" in markdown and "separated: dsc after 3 seeds" in markdown
-    assert "| ce | 3 | 80 | dsc | 0.04 |" in markdown
+    assert "| trials_finished | configuration | leader | n | p_holm |" in markdown  # time and test left out
+    assert "| 6 | ce | dsc | 3 | 0.04 |" in markdown
     assert any("seed race sweep-1: separated: dsc after 3 seeds" in line for line in report.decision)
 
 

@@ -18,6 +18,18 @@ from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
 POWER = 0.8  # the power seeds are sized for
 MAX_UNDECIDED = 12  # undecided comparisons spelled out per arena in the report (the table has them all)
 MAX_UNDECIDED_CONSOLE = 3
+# The eliminations' columns a reader needs (the CSV on the parent run has them all, with times and tests).
+ELIMINATION_COLUMNS = (
+    "trials_finished",
+    "configuration",
+    "leader",
+    "n",
+    "difference",
+    "low",
+    "high",
+    "p_holm",
+    "why",
+)
 
 
 @dataclass(frozen=True)
@@ -250,7 +262,8 @@ def _race_blocks(race: RaceRecord) -> list[Block]:
         Text(f"The race's decision (parent run `{race.parent_run_id}`): {race.decision}"),
     ]
     if race.eliminations is not None and len(race.eliminations):
-        frame = race.eliminations
+        shown = [c for c in ELIMINATION_COLUMNS if c in race.eliminations]
+        frame = race.eliminations[shown] if shown else race.eliminations
         blocks.append(
             Table(
                 [str(c) for c in frame.columns],
