@@ -231,3 +231,18 @@ def test_undecided_comparisons_beyond_the_limit_are_counted_not_listed(runs):
     statements = arena_statements(arena, decided.comparisons, AnalysisOptions(), max_undecided=1)
     assert sum(s.startswith("Undecided:") for s in statements) == 1
     assert "…and 1 more undecided comparisons: see the table (`comparisons.csv`)." in statements
+
+
+def test_a_configuration_without_a_usable_seed_is_named_not_compared(tracking_uri, sweep_log):
+    log = sweep_log("all-degenerate")
+    sweep_of(log, {"ce": {0: 0.80, 1: 0.82, 2: 0.79}, "dice": {0: 0.81, 1: 0.83, 2: 0.80}})
+    for seed in range(3):  # every dsc seed predicts one class everywhere: F1 1/3 that means nothing
+        run_id = log.trial(1 / 3, loss="dsc", seed=seed)
+        log.client.set_tag(run_id, names.DEGENERATE, "predicts a single class (1) at its best evaluation")
+    log.trial(None, loss="dsc", seed=3, outcome="failed", reason="OOM", history=[])
+    decided = decisions(load_runs("all-degenerate", tracking_uri))
+    assert "dsc" not in set(decided.comparisons["candidate"]) | set(decided.comparisons["reference"])
+    arena = decided.arenas.iloc[0]
+    assert arena["not_compared"] == "`dsc` (1 failed, 3 degenerate)"
+    statements = arena_statements(arena, decided.comparisons, AnalysisOptions())
+    assert "Not compared, no usable seed: `dsc` (1 failed, 3 degenerate)." in statements

@@ -28,6 +28,7 @@ from dicelab.analysis.observations import (
     VARIANT,
     VARIANT_ORDER,
     AnalysisOptions,
+    exclusion_counts,
     hyperparameter_columns,
     observations,
     paper_order,
@@ -69,7 +70,17 @@ COMPARISON_COLUMNS = [
     "detect_source",
     "seeds_needed",  # pairs (per side unpaired) for 80% power at alpha / family; only when undecided
 ]
-ARENA_COLUMNS = [*ARENA_KEYS, "unit", "configs", "best", "best_mean", "best_n", "baseline", "baseline_mean"]
+ARENA_COLUMNS = [
+    *ARENA_KEYS,
+    "unit",
+    "configs",
+    "best",
+    "best_mean",
+    "best_n",
+    "baseline",
+    "baseline_mean",
+    "not_compared",  # configurations without a usable seed, with why: "`dsc · alpha=0.1` (3 degenerate)"
+]
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds its trials
@@ -123,6 +134,7 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
                 "best_n": best.n,
                 "baseline": own.label if own is not None else "",
                 "baseline_mean": own.mean if own is not None else math.nan,
+                "not_compared": "; ".join(_unusable(c, options) for c in configs if c.n == 0),
             }
         )
         if not baselines and len(configs) > 1:
@@ -273,6 +285,14 @@ def _arenas(obs: pd.DataFrame, baseline_key: str) -> Iterator[tuple[dict[str, An
         yield arena, group
 
 
+def _unusable(config: Configuration, options: AnalysisOptions) -> str:
+    """ "`dsc · alpha=0.1` (3 degenerate)": a configuration none of whose trials counts, and why."""
+    counts = exclusion_counts(config.rows, options)
+    reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a value"))
+    why = ", ".join(f"{counts[key]} {word}" for key, word in reasons if counts[key])
+    return f"`{config.label}` ({why})"
+
+
 def _matches(value: Any, wanted: str) -> bool:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return False
@@ -316,7 +336,7 @@ def _family(
     seen: set[frozenset[str]] = set()
     for config in configs:
         reference = partner[config.label]
-        if reference is not None:
+        if reference is not None and config.n > 0:
             seen.add(frozenset((config.label, reference.label)))
             yield BASELINE, config, reference
     for config in configs:

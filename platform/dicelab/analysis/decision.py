@@ -129,6 +129,8 @@ def arena_statements(
             "(`comparisons.csv`)."
         )
     statements += _missing_and_unpaired(rows)
+    if arena["not_compared"]:
+        statements.append(f"Not compared, no usable seed: {arena['not_compared']}.")
     family = int(rows["family"].max()) if len(rows) else 1
     if family > 1:
         strictest = options.alpha / family
