@@ -28,12 +28,20 @@ def experiment_from_dict(data: dict[str, Any], source: str = "<config>") -> Expe
 
 
 def check_experiment(config: ExperimentConfig, source: str = "<config>") -> None:
-    """Check the registry names and loss parameters of a schema-valid config, cheapest import first."""
+    """Check the registry names and loss parameters of a schema-valid config (one-line ConfigError)."""
 
     def fail(key: str, message: str) -> None:
         raise ConfigError(f"{source}: config key {key!r}: {message}")
 
-    # Imported here, after the schema passed: a typo is reported before torch / transformers load.
+    # Imported here, after the schema passed: a typo in a key is reported before torch, pandas or transformers
+    # load; the loss (the most common slip) needs only torch, and the task registry (transformers) comes last.
+    from dicelab.losses import validate_loss_params
+
+    try:
+        validate_loss_params(config.loss.name, config.loss.params)
+    except ValueError as error:
+        fail(f"loss.{_loss_key(str(error))}", str(error))
+
     from dicelab.data.resampling import VARIANTS
     from dicelab.data.sources import SOURCES
 
@@ -41,13 +49,6 @@ def check_experiment(config: ExperimentConfig, source: str = "<config>") -> None
         fail("data.source", f"unknown source {config.data.source!r} (allowed: {', '.join(SOURCES.names())})")
     if config.data.variant not in VARIANTS:
         fail("data.variant", f"unknown variant {config.data.variant!r} (allowed: {', '.join(VARIANTS)})")
-
-    from dicelab.losses import validate_loss_params
-
-    try:
-        validate_loss_params(config.loss.name, config.loss.params)
-    except ValueError as error:
-        fail(f"loss.{_loss_key(str(error))}", str(error))
 
     from dicelab.tasks import TASKS
 
