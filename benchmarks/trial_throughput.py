@@ -107,7 +107,7 @@ def hf_trainer(config: ExperimentConfig, inputs: TrialInputs, steps: int, skip: 
     loss_fn = build_loss(config.loss.name, **loss_params).to(device)
 
     # dicelab's first-epoch order: with dynamic padding, other batches would have other lengths
-    plan = TrainingPlan.of(len(inputs.train_features), train)
+    plan = TrainingPlan.of(len(inputs.train_features), train, row_lengths(inputs.train_features))
     order = [index for step in plan.steps_of_epoch(0) for batch in step for index in batch]
 
     class TaskTrainer(Trainer):
@@ -261,9 +261,10 @@ def defaults_main(args: argparse.Namespace, config: ExperimentConfig) -> None:
             trial_config = config.model_copy(update={"train": seeded})
             run = timed_trial(lambda way=ways[name], c=trial_config: way(c, inputs))
             runs[name][seed] = run
-            console.print(
+            print(
                 f"seed {seed}: {name} {run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU, "
-                f"dev {run.dev_metric:.4f}"
+                f"dev {run.dev_metric:.4f}",
+                flush=True,
             )
 
     metric = config.train.metric if config.train.metric != "auto" else "dev metric"
