@@ -312,6 +312,11 @@ class SweepTools:
         return start("dicelab", [str(BIN / "dicelab"), *args], self.env, cwd)
 
     wait_until = staticmethod(wait_until)
+    free_port = staticmethod(free_port)
+
+    def start_process(self, name: str, args: list[str], cwd: Path) -> Process:
+        """Any process (a server, a Ray node) in its own process group, with these tests' environment."""
+        return start(name, args, self.env, cwd)
 
     @staticmethod
     def sweep_runs(uri: str, experiment: str) -> tuple[list[Run], list[Run]]:

@@ -1,0 +1,95 @@
+"""The disk of the MLflow artifacts fills up in the middle of a sweep: the trials fail with a clear reason
+(no space left on device), and once there is space again `--resume --retry-failed` finishes them, in the same
+runs.
+
+The full disk is real: a small tmpfs mounted over the store's artifact directory (needs root, as in CI's
+containers; skipped elsewhere) and filled up once the sweep's parent run is open. (A full disk under Tune's
+own storage, `search.storage`, truncates Tune's experiment state files as well; such a sweep cannot be
+resumed. README: reliability.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+from dicelab.tracking import conventions as names
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+EPOCHS = 3
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / ".dicelab" / "mlartifacts"  # where the default store keeps its artifacts
+    mount.mkdir(parents=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
+    tmp_path, small_disk, sweep_tools, fault_figure
+):
+    name = "fault-disk"
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        name,
+        {"seeds": [1, 2], "space": {"loss.name": {"grid": ["ce"]}}, "max_concurrent": 1, "max_failures": 0},
+        train={"epochs": EPOCHS},
+    )
+    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    filler = small_disk / "filler"
+
+    def parent_open() -> bool:
+        return bool(sweep_tools.sweep_runs(uri, name)[0])
+
+    driver = sweep_tools.start(["sweep", str(config)], tmp_path)
+    try:
+        sweep_tools.wait_until(parent_open, 300, "the sweep's parent run", driver)
+        # the disk is full from here on (close() may fail too: the suppress is outside)
+        with contextlib.suppress(OSError), filler.open("wb") as out:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        assert driver.popen.wait(timeout=600) == 1, driver.log.read_text()[-4000:]  # every trial failed
+    finally:
+        driver.stop()
+    log = driver.log.read_text()
+    parents, trials = sweep_tools.sweep_runs(uri, name)
+    assert len(trials) == 2 and all(run.info.status == "FAILED" for run in trials), log[-4000:]
+    reasons = {run.data.tags[names.REASON] for run in trials}
+    assert all("No space left on device" in reason for reason in reasons), reasons
+
+    filler.unlink()  # space again
+    started = time.monotonic()
+    resumed = sweep_tools.run(["sweep", str(config), "--resume", "--retry-failed"], tmp_path, timeout_s=600)
+    recover_s = time.monotonic() - started
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    parents, trials = sweep_tools.sweep_runs(uri, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    runs = sweep_tools.by_trial(parents[0], trials)
+    assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
+    assert all(run.data.tags[names.OUTCOME] == names.COMPLETED for run in runs.values())
+    client = MlflowClient(uri)
+    histories = [client.get_metric_history(run.info.run_id, "dev_f1") for run in runs.values()]
+    lost = sum(EPOCHS - len({point.step for point in history}) for history in histories)
+    assert lost == 0
+    fault_figure(
+        "artifact disk full mid-sweep (tmpfs), then --resume --retry-failed",
+        trials_finished=f"0/2, then {len(runs)}/2",
+        runs_duplicated=len(trials) - len(runs),
+        evaluations_lost=lost,
+        seconds_to_recover=f"{recover_s:.0f} (resume)",
+    )
