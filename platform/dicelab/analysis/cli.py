@@ -94,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"  note: {note.replace('`', '')}")
     print("\n".join(report.decision))
-    print(f"report: {report.html}")
-    print(f"        {report.markdown}")
+    print(f"report: {report.html}  (and {report.markdown.name} beside it)")
     if report.logged_run_id:
-        print(f"logged to MLflow run {report.logged_run_id} under report/ ({runs.tracking_uri})")
+        where = "" if args.tracking_uri is None else f" --tracking-uri {runs.tracking_uri}"
+        print(
+            f"MLflow: run {report.logged_run_id}, Artifacts tab, report/  "
+            f"(open it: dicelab ui --experiment {args.experiment}{where})"
+        )
     return 0
