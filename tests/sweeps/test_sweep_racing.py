@@ -93,7 +93,10 @@ def test_failed_seeds_are_missing_and_a_configuration_that_always_fails_is_dropp
     race = Race(settings(), ["ok", "broken", "ok2"])
     run_race(race, lambda i, s: math.nan if i == 1 else 80.0 + s + 0.5 * i * (s % 2))
     assert race.status[1] == DROPPED
-    assert next(e for e in race.events if e["configuration"] == "broken")["why"] == "every seed failed"
+    assert (
+        next(e for e in race.events if e["configuration"] == "broken")["why"]
+        == "no usable seed (failed or degenerate)"
+    )
     assert all(math.isnan(v) for v in race.results[1].values())
 
 
@@ -167,7 +170,11 @@ def test_searcher_gives_points_with_seeds_and_saves_its_state(tmp_path):
     assert again.race.state() == searcher.race.state()
     assert pickle.loads(path.read_bytes())["race"]["trials"]
     nxt = again.suggest("t7")
-    assert nxt == Searcher.FINISHED or nxt["point"]["train.seed"] == 3
+    assert nxt["point"]["train.seed"] == 3  # equal differences on every seed: t undefined, undecided
+    again.on_trial_complete("t7", {"dev_f1": 0.99, "degenerate": True})  # one class: no observation
+    index = again.race.trials["t7"][0]
+    assert math.isnan(again.race.results[index][3])
+    assert again.suggest("t8") != Searcher.FINISHED or again.race.decision is not None
 
 
 # -- config errors before Ray starts -------------------------------------------------------------------------

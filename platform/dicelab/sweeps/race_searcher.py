@@ -22,7 +22,7 @@ from rich.console import Console
 from dicelab.sweeps.race_records import race_file
 from dicelab.sweeps.racing import FINISHED, Race
 from dicelab.sweeps.space import Point
-from dicelab.sweeps.trainable import POINT_KEY
+from dicelab.sweeps.trainable import DEGENERATE_RESULT, POINT_KEY
 from dicelab.tracking import conventions as names
 
 
@@ -57,7 +57,10 @@ class RaceSearcher(Searcher):
     ) -> None:
         if result:
             self._note(trial_id, result)
-        value = None if error else self.best.get(trial_id)
+        # A degenerate trial (one class predicted at its best evaluation) is no observation of its
+        # configuration, as in the analysis: it counts like a failed seed.
+        degenerate = bool(result and result.get(DEGENERATE_RESULT))
+        value = None if error or degenerate else self.best.get(trial_id)
         dropped = self.race.record(trial_id, value)
         console = Console(width=max(Console().width, 160))
         for event in dropped:

@@ -110,7 +110,8 @@ class Race:
         ]
 
     def record(self, trial_id: str, value: float | None) -> list[dict[str, Any]]:
-        """A trial's result (its best dev metric; None / NaN when it failed). Returns the new eliminations."""
+        """A trial's result (its best dev metric; None / NaN when it failed or was degenerate). Returns the
+        new eliminations."""
         if trial_id not in self.trials or trial_id not in self.pending:
             return []  # not a trial of this race, or recorded already (a resumed sweep reports it again)
         self.pending.remove(trial_id)
@@ -165,7 +166,7 @@ class Race:
         adjusted = holm([comparison.p_value for comparison in comparisons])
         dropped = []
         for index, comparison, p_holm in zip(rivals, comparisons, adjusted, strict=True):
-            # A configuration with no usable seed at all (every seed failed) cannot win: it is dropped.
+            # A configuration with no usable seed at all (every seed failed or degenerate) cannot win.
             failed_out = self.finished_seeds(index) == 0 and len(self.results[index]) >= settings.min_seeds
             worse = verdict(
                 comparison, p_holm, alpha=settings.alpha, higher_is_better=settings.higher_is_better
@@ -186,7 +187,9 @@ class Race:
                 "p": comparison.p_value,
                 "p_holm": p_holm,
                 "test": comparison.test,
-                "why": "every seed failed" if failed_out else "decided worse than the leader",
+                "why": "no usable seed (failed or degenerate)"
+                if failed_out
+                else "decided worse than the leader",
             }
             self.events.append(event)
             dropped.append(event)

@@ -37,6 +37,9 @@ from dicelab.training.reporter import Evaluation, Reporter, TrialResult
 from dicelab.training.reporters import MlflowReporter
 
 STATE_FILE = "trial_state.pt"
+DEGENERATE_RESULT = (
+    "degenerate"  # in a trial's last Tune result: its best evaluation was a degenerate predictor
+)
 POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: value}}
 RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
@@ -103,6 +106,7 @@ class TuneReporter(Reporter):
 
     def __init__(self) -> None:
         self.stopped = False
+        self.degenerate: str | None = None  # set before the last report when the trial's best was degenerate
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
         result: dict[str, Any] = {
@@ -110,6 +114,8 @@ class TuneReporter(Reporter):
             for key, value in evaluation.metrics.items()
             if key != names.TRAIN_LOSS
         }
+        if self.degenerate:
+            result[DEGENERATE_RESULT] = True
         result.update(evaluation.train_metrics)
         result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
         with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
@@ -157,6 +163,7 @@ class TrialReporter(Reporter):
         if self.tune.stopped:
             return
         self.mlflow.on_end(result)
+        self.tune.degenerate = result.degenerate
         if self.last is not None:
             self.tune.on_evaluation(self.last)  # a SystemExit from Tune here ends a finished trial
 
@@ -195,7 +202,8 @@ def _open_run(
             for key, value in run.data.metrics.items()
             if key.startswith((names.DEV_PREFIX, names.BEST_PREFIX))
         }
-        tune.report({context.tune_metric: float("nan"), **dev})
+        flag = {DEGENERATE_RESULT: True} if names.DEGENERATE in run.data.tags else {}
+        tune.report({context.tune_metric: float("nan"), **dev, **flag})
         return None
     for stale in (names.OUTCOME, names.REASON):  # from an earlier attempt; this one records its own
         if stale in run.data.tags:
