@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 {
   cat docs/readme_head.md
-  for part in training losses data resampling tasks sweeps analysis experiments infra performance; do
+  for part in training losses data resampling tasks sweeps analysis experiments infra reliability performance; do
     [ -f "docs/readme/$part.md" ] && { echo; cat "docs/readme/$part.md"; }
   done
   echo
