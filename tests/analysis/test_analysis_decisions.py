@@ -246,3 +246,20 @@ def test_a_configuration_without_a_usable_seed_is_named_not_compared(tracking_ur
     assert arena["not_compared"] == "`dsc` (1 failed, 3 degenerate)"
     statements = arena_statements(arena, decided.comparisons, AnalysisOptions())
     assert "Not compared, no usable seed: `dsc` (1 failed, 3 degenerate)." in statements
+
+
+def test_analyze_judges_a_raced_sweep_by_the_race_test():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dicelab.analysis.cli import race_test
+
+    parents = pd.DataFrame(
+        {"experiment": ["raced", "other"], "race_test": ["t", "permutation"], "run_id": ["a", "b"]}
+    )
+    assert race_test(SimpleNamespace(parents=parents, experiments=["raced"])) == "t"
+    plain = pd.DataFrame({"experiment": ["plain"], "run_id": ["c"]})
+    assert race_test(SimpleNamespace(parents=plain, experiments=["plain"])) is None
+    unraced = pd.DataFrame({"experiment": ["x"], "race_test": [None], "run_id": ["d"]})
+    assert race_test(SimpleNamespace(parents=unraced, experiments=["x"])) is None

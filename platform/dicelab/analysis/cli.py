@@ -9,7 +9,7 @@ from rich.console import Console
 
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import build_report
-from dicelab.analysis.runs import load_runs
+from dicelab.analysis.runs import RunSet, load_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,15 +63,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--test",
         choices=["permutation", "t"],
-        default="permutation",
-        help="paired test: exact sign-flip permutation (default; needs 6 pairs for p < 0.05) or paired t",
+        default=None,
+        help="paired test: exact sign-flip permutation (needs 6 pairs for p < 0.05) or paired t; "
+        "default: the test the sweep's seed race decided with, else permutation",
     )
     parser.add_argument(
         "--no-log", action="store_true", help="do not log the report to the sweep's MLflow run"
     )
 
 
+def race_test(runs: RunSet) -> str | None:
+    """The paired test the experiment's newest seed race decided with, if it was one: the analysis then
+    judges by the same test as the race (a race on the t test would otherwise be re-read by a test that
+    cannot decide below 6 seeds)."""
+    own = runs.parents[runs.parents["experiment"] == runs.experiments[0]]
+    tests = own["race_test"].dropna() if "race_test" in own else own.iloc[0:0]
+    return str(tests.iloc[0]) if len(tests) else None
+
+
 def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    interactive = console.is_terminal
+    runs = load_runs(
+        [args.experiment, *args.compare], args.tracking_uri, sweep_ids=args.sweep_ids, progress=interactive
+    )
     options = AnalysisOptions(
         metric=args.metric,
         use=args.use,
@@ -79,12 +94,7 @@ def run(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         baseline=args.baseline,
         detect=args.detect,
-        test=args.test,
-    )
-    console = Console(stderr=True)
-    interactive = console.is_terminal
-    runs = load_runs(
-        [args.experiment, *args.compare], args.tracking_uri, sweep_ids=args.sweep_ids, progress=interactive
+        test=args.test or race_test(runs) or "permutation",
     )
     with console.status("writing the report", spinner="dots") if interactive else contextlib.nullcontext():
         report = build_report(runs, args.out, options, log_to_mlflow=not args.no_log)

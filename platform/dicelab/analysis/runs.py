@@ -34,6 +34,7 @@ TAG_COLUMNS = {
     names.PRIMARY_METRIC: "metric",
     names.DEGENERATE: "degenerate",  # why a trial's predictions are degenerate (one class), if they are
     names.RACE_DECISION: "race_decision",  # on a seed race's parent run
+    names.RACE_TEST: "race_test",  # the test that race decided with (analyze uses it unless told otherwise)
 }
 # Columns every trial row has besides its params (dotted keys) and metrics (MLflow metric names).
 META_COLUMNS = (

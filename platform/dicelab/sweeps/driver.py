@@ -121,6 +121,8 @@ def open_parent_run(
         **_versions(),
     }
     tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
+    if search.racing is not None:
+        tags[names.RACE_TEST] = search.racing.test
     commit = _git_commit()
     if commit:
         tags[names.GIT_COMMIT] = commit

@@ -30,6 +30,7 @@ DEGENERATE = "dicelab.degenerate"
 RACE_DECISION = "dicelab.race.decision"
 RACE_STATUS = "dicelab.race.status"
 RACE_WINNER = "dicelab.race.winner"  # on the parent run: the configuration the race chose
+RACE_TEST = "dicelab.race.test"  # on the parent run: the paired test the race decided with (t | permutation)
 
 # Experiment tag read by MLflow 3's UI to choose an experiment's first page: "custom_model_development" opens
 # the runs table ("Model training"); without it the UI guesses and may open the GenAI overview (traces).
