@@ -10,7 +10,8 @@
     that decide which pick the true best, the share that decide at all, and trials used against a fixed grid
     of every configuration at max_seeds.
 (b) The quickstart sweep (experiments/quickstart.yaml) run twice as fresh processes on local Ray: the fixed
-    grid at max_seeds seeds, and racing from min_seeds to max_seeds: trials, wall time, the winner of each.
+    grid at the race's max_seeds seeds, and the race as configured: trials, wall time, and the winner of each
+    (the configuration with the best mean over its seeds; degenerate trials, tagged by the trial, left out).
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ def simulate(
     return race.decision, len(race.trials)
 
 
-def part_simulated(races: int, concurrent: int, min_seeds: int, max_seeds: int, test: str) -> dict:
+def part_simulated(
+    races: int, concurrent: int, min_seeds: int, max_seeds: int, test: str, margin: float | None, only: str
+) -> dict:
     rng = np.random.default_rng(2020)
     report = {}
     for scenario in SCENARIOS:
-        settings = RaceSettings(min_seeds=min_seeds, max_seeds=max_seeds, confidence=0.95, test=test)
+        if only and only not in scenario.name:
+            continue
+        settings = RaceSettings(
+            min_seeds=min_seeds, max_seeds=max_seeds, confidence=0.95, test=test, margin=margin
+        )
         decided = correct = trials = 0
         reasons: dict[str, int] = {}
         for _ in range(races):
@@ -128,6 +135,8 @@ def _winner(workdir: Path, name: str) -> tuple[str, int]:
     runs = client.search_runs([experiment.experiment_id], "tags.`dicelab.role` = 'trial'", max_results=5000)
     means: dict[str, list[float]] = {}
     for run in runs:
+        if "dicelab.degenerate" in run.data.tags:
+            continue
         label = " ".join(part for part in run.info.run_name.split() if not part.startswith("seed="))
         value = run.data.metrics.get("best_dev_f1")
         if value is not None:
@@ -136,9 +145,11 @@ def _winner(workdir: Path, name: str) -> tuple[str, int]:
     return best, len(runs)
 
 
-def part_quickstart(min_seeds: int, max_seeds: int) -> dict:
+def part_quickstart() -> dict:
+    """The quickstart's own race against the same configurations on every seed up to its max_seeds."""
     base = yaml.safe_load((ROOT / "experiments" / "quickstart.yaml").read_text(encoding="utf-8"))
-    base["search"].pop("racing", None)
+    racing = base["search"].pop("racing")
+    max_seeds = racing["max_seeds"]
     report = {}
     with tempfile.TemporaryDirectory(prefix="dicelab-racing-bench-") as tmp:
         for mode in ("grid", "racing"):
@@ -150,8 +161,7 @@ def part_quickstart(min_seeds: int, max_seeds: int) -> dict:
             if mode == "grid":
                 config["search"]["seeds"] = list(range(1, max_seeds + 1))
             else:
-                config["search"].pop("seeds", None)
-                config["search"]["racing"] = {"min_seeds": min_seeds, "max_seeds": max_seeds}
+                config["search"]["racing"] = racing
             elapsed, _ = _run_sweep(config, workdir)
             winner, trials = _winner(workdir, config["name"])
             report[mode] = {"wall_s": round(elapsed, 1), "trials": trials, "winner": winner}
@@ -172,15 +182,15 @@ def main() -> None:
     parser.add_argument("--min-seeds", type=int, default=3)
     parser.add_argument("--max-seeds", type=int, default=10)
     parser.add_argument("--test", choices=["t", "permutation"], default="t")
-    parser.add_argument("--quickstart-max-seeds", type=int, default=4)
-    parser.add_argument("--quickstart-min-seeds", type=int, default=2)
+    parser.add_argument("--margin", type=float, help="equivalence margin (F1 points here); default: none")
+    parser.add_argument("--scenario", default="", help="only scenarios whose name contains this")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     if args.part in ("simulated", "all"):
         print(f"(a) simulated races: {args.races} per scenario, seeds {args.min_seeds}..{args.max_seeds}, "
-              f"test {args.test}, {args.concurrent} at a time")  # fmt: skip
+              f"test {args.test}, margin {args.margin}, {args.concurrent} at a time")  # fmt: skip
         for name, row in part_simulated(
-            args.races, args.concurrent, args.min_seeds, args.max_seeds, args.test
+            args.races, args.concurrent, args.min_seeds, args.max_seeds, args.test, args.margin, args.scenario
         ).items():
             print(
                 f"  {name:32s} decided {row['decided']:3d}/{row['races']}  true best when decided "
@@ -189,9 +199,10 @@ def main() -> None:
                 f"{row['endings']}"
             )
     if args.part in ("quickstart", "all"):
-        print(f"(b) quickstart on local Ray: fixed grid at {args.quickstart_max_seeds} seeds vs racing "
-              f"{args.quickstart_min_seeds}..{args.quickstart_max_seeds}")  # fmt: skip
-        print(json.dumps(part_quickstart(args.quickstart_min_seeds, args.quickstart_max_seeds), indent=2))
+        print(
+            "(b) quickstart on local Ray: its seed race against the fixed grid at its max_seeds", flush=True
+        )
+        print(json.dumps(part_quickstart(), indent=2))
 
 
 if __name__ == "__main__":
