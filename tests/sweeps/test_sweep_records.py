@@ -75,12 +75,14 @@ def test_best_metrics_of_a_stopped_run_come_from_its_history(client):
     assert "best_train_loss" not in metrics
 
 
-def test_quickstart_is_a_valid_sweep_of_five_losses_with_two_seeds():
+def test_quickstart_is_a_seed_race_of_five_losses():
     config = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     plan = plan_sweep(config, "quickstart.yaml")
     points = [plan.trial_data(point)[1] for point in plan.points()]
-    assert plan.num_trials == 16 and plan.num_configurations == 8
+    assert plan.num_configurations == 8 and plan.racing is not None
+    assert (plan.racing.min_seeds, plan.racing.max_seeds) == (3, 5)
+    assert plan.num_trials == 8 * 5  # the most the race can run
     assert {p["loss.name"] for p in points} == {"ce", "focal", "dice", "tversky", "dsc"}
-    assert {p["train.seed"] for p in points} == {1, 2}
+    assert all("train.seed" not in p for p in points)  # the race gives the seeds
     assert sorted({p["loss.alpha"] for p in points if p["loss.name"] == "tversky"}) == [0.3, 0.5, 0.7]
     assert config.data.source == "synthetic_pairs" and config.model.backbone == "tiny-bert"
