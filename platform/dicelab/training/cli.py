@@ -126,6 +126,8 @@ def _print_result(result: TrialResult, experiment: str, uri: str | None, *, quie
             best = result.best_metrics.get(key, float("nan"))
             table.add_row(f"{key}{marker}", f"{value:.4f}", f"{best:.4f}")
         console.print(table)
+    if quiet and result.degenerate:  # without --quiet the console reporter has printed it
+        print(f"warning: degenerate trial: {result.degenerate}", file=sys.stderr)
     if result.run_id is not None and uri is not None and not quiet:
         ui = "dicelab ui" if uri == default_tracking_uri() else f"dicelab ui --tracking-uri {uri}"
         console.print(
