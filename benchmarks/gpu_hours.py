@@ -36,7 +36,16 @@ TRAIN_EXAMPLES = {
     "squad_v2": 131_754,
     "quoref": 58_000,  # long contexts: about three windows per question
     "../shared/data/mrpc": 3_668,
+    # Sentences of the licensed / user-supplied sets, approximate (the usual splits): estimates, not counts.
+    "data/zh_msra": 46_364,
+    "data/zh_ctb5": 18_089,
+    "data/zh_ctb6": 23_420,
+    "data/zh_ud14": 3_997,
+    "data/en_wsj": 38_219,
+    "data/en_tweets": 1_000,
 }
+# mrc_ner trains on one example per sentence x entity type: the types of each query set.
+QUERY_SET_TYPES = {"conll03": 4, "ontonotes5": 18, "msra": 3, "ontonotes4": 4}
 # Sizes of the Table 8 QQP variants (the paper's counts).
 VARIANT_EXAMPLES = {
     "original": 363_871,
@@ -60,13 +69,18 @@ def estimate(path: Path, tflops: float) -> tuple[str, int, float]:
     config = load_experiment(path)
     plan = plan_sweep(config, str(path))
     parameters = PARAMETERS[config.model.backbone]
-    dataset = config.data.name or config.data.path or ""
+    dataset = config.data.name or config.data.path or config.data.source
     flops = 0.0
     for point in plan.points():
         trial = plan.trial_config(point)
-        examples = (
-            VARIANT_EXAMPLES[trial.data.variant] if "data.variant" in point else TRAIN_EXAMPLES[dataset]
-        )
+        if "data.variant" in point:
+            examples = VARIANT_EXAMPLES[trial.data.variant]
+        elif trial.data.source.startswith("synthetic"):
+            examples = trial.data.synthetic.n_train
+        else:
+            examples = TRAIN_EXAMPLES[dataset]
+        if trial.task.name == "mrc_ner":
+            examples *= QUERY_SET_TYPES.get(str(trial.task.queries), 4)
         tokens = examples * trial.train.epochs * trial.data.max_length
         flops += 6 * parameters * tokens
     return dataset, len(plan.points()), flops / (tflops * 1e12) / 3600
