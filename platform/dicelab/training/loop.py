@@ -323,4 +323,3 @@ class Window:
         }
         self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
         return metrics
-
