@@ -1,8 +1,8 @@
 """Sweep overhead: `dicelab sweep` against the same trials in plain processes, and against Hugging Face
 `Trainer.hyperparameter_search(backend="ray")`; then ASHA against the full grid on the Tversky alpha sweep.
 
-    .venv/bin/python benchmarks/sweep_overhead.py            # everything (about 8 minutes on 2 cores)
-    .venv/bin/python benchmarks/sweep_overhead.py --part overhead | asha
+    .venv/bin/python benchmarks/sweep_overhead.py            # everything (about 15 minutes on 2 cores)
+    .venv/bin/python benchmarks/sweep_overhead.py --part overhead | packing | asha
 
 Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
 12 epochs: about 20 s per trial, two trials at a time on 2 cores), each way timed end to end as a fresh
@@ -10,7 +10,13 @@ process:
 - sweep:    `dicelab sweep` (local Ray, Tune, a checkpoint per evaluation, MLflow parent + child runs),
 - plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
 - hf:       `Trainer.hyperparameter_search(backend="ray")`, same model size, data, space and epochs.
-Goal: sweep / plain <= 1.15.
+sweep and plain alternate (--repeats pairs, each in a fresh directory and MLflow store). Each is split into
+start-up (launch to the first trial's MLflow run), trials (first run's start to last run's end) and shut-down,
+from the runs' recorded start and end times: where the extra seconds go. Goal: sweep / plain <= 1.05.
+
+Packing: the same sweep as 2 trials x 1 thread (search.resources.cpu 1, the default) and as 1 trial x
+2 threads (cpu 2; a trial's torch threads follow its CPUs), alternating --repeats times: trial-epochs per
+hour.
 
 ASHA: the named space `tversky_alpha` (9 trials of 10 epochs; batch-level Tversky, learning rate 1e-3, as
 in the quickstart), full grid (FIFO) against ASHA (grace period 1 evaluation, reduction factor 2):
@@ -62,12 +68,39 @@ def overhead_config(epochs: int) -> dict[str, Any]:
 
 
 def timed(args: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
+    return timed_span(args, cwd)[2]
+
+
+def timed_span(args: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Run a command that must succeed: (clock time at launch, clock time at exit, wall seconds)."""
+    launched, started = time.time(), time.perf_counter()
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return seconds
+    return launched, time.time(), seconds
+
+
+def phases(workdir: Path, experiment: str, launched: float, exited: float) -> dict[str, float]:
+    """Where a timed command's seconds went, from its trial runs' MLflow start and end times: start-up
+    (launch to the first trial's run), trials (first run's start to last run's end), shut-down (to exit),
+    and the mean seconds per trial run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{workdir / '.dicelab' / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    runs = [
+        run for run in client.search_runs([found.experiment_id]) if run.data.tags.get("mlflow.parentRunId")
+    ]
+    runs = runs or client.search_runs([found.experiment_id])  # plain trials have no parent run
+    starts = [run.info.start_time / 1000 for run in runs]
+    ends = [run.info.end_time / 1000 for run in runs]
+    return {
+        "start_up_s": round(min(starts) - launched, 1),
+        "trials_s": round(max(ends) - min(starts), 1),
+        "shut_down_s": round(exited - max(ends), 1),
+        "mean_trial_run_s": round(sum(e - s for s, e in zip(starts, ends, strict=True)) / len(runs), 1),
+    }
 
 
 # -- the plain baseline: run_trial in a pool of worker processes ------------------------------------------
@@ -218,28 +251,70 @@ def asha_part(workdir: Path, epochs: int) -> dict[str, Any]:
     return results
 
 
-def overhead_part(workdir: Path, epochs: int) -> dict[str, Any]:
-    path = workdir / "overhead.yaml"
-    path.write_text(yaml.safe_dump(overhead_config(epochs)))
+def overhead_part(workdir: Path, epochs: int, repeats: int, with_hf: bool) -> dict[str, Any]:
+    """plain and sweep alternate `repeats` times (each in its own directory and MLflow store)."""
     me = str(Path(__file__).resolve())
     env_python = str(BIN / "python")
-    times = {
-        "plain": timed([env_python, me, "--worker", "plain", str(path)], workdir),
-        "sweep": timed([str(BIN / "dicelab"), "sweep", str(path)], workdir),
-        "hf": timed([env_python, me, "--worker", "hf", str(path)], workdir),
+    commands = {
+        "plain": ([env_python, me, "--worker", "plain"], "bench-plain"),
+        "sweep": ([str(BIN / "dicelab"), "sweep"], "bench-overhead"),
     }
-    result = {key: round(value, 1) for key, value in times.items()}
-    result["sweep_over_plain"] = round(times["sweep"] / times["plain"], 3)
-    result["hf_over_plain"] = round(times["hf"] / times["plain"], 3)
-    result["sweep_over_hf"] = round(times["sweep"] / times["hf"], 3)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in commands}
+    for repeat in range(repeats):
+        for name, (command, experiment) in commands.items():
+            directory = workdir / f"overhead-{repeat}-{name}"
+            directory.mkdir()
+            path = directory / "overhead.yaml"
+            path.write_text(yaml.safe_dump(overhead_config(epochs)))
+            launched, exited, seconds = timed_span([*command, str(path)], directory)
+            runs[name].append(
+                {"wall_s": round(seconds, 1), **phases(directory, experiment, launched, exited)}
+            )
+            print(f"overhead {name} {repeat + 1}: {runs[name][-1]}", flush=True)
+    result: dict[str, Any] = {"runs": runs}
+    ratios = [
+        sweep["wall_s"] / plain["wall_s"] for plain, sweep in zip(runs["plain"], runs["sweep"], strict=True)
+    ]
+    result["sweep_over_plain"] = [round(ratio, 3) for ratio in ratios]
+    if with_hf:
+        path = workdir / "overhead-hf.yaml"
+        path.write_text(yaml.safe_dump(overhead_config(epochs)))
+        result["hf_s"] = round(timed([env_python, me, "--worker", "hf", str(path)], workdir), 1)
+        result["hf_over_plain"] = round(result["hf_s"] / runs["plain"][-1]["wall_s"], 3)
     print(f"overhead: {result}", flush=True)
     return result
 
 
+def packing_part(workdir: Path, epochs: int, repeats: int) -> dict[str, Any]:
+    """Trial-epochs per hour of the overhead workload swept as 2 trials x 1 thread (search.resources.cpu 1,
+    two at a time) and as 1 trial x 2 threads (cpu 2), `repeats` times in alternation."""
+    packings = {"2 trials x 1 thread": 1, "1 trial x 2 threads": 2}
+    results: dict[str, list[float]] = {name: [] for name in packings}
+    trials = len(LEARNING_RATES) * len(SEEDS)
+    for repeat in range(repeats):
+        for name, cpus in packings.items():
+            directory = workdir / f"packing-{repeat}-{cpus}"
+            directory.mkdir()
+            config = overhead_config(epochs)
+            config["search"]["resources"] = {"cpu": cpus}
+            path = directory / "packing.yaml"
+            path.write_text(yaml.safe_dump(config))
+            seconds = timed([str(BIN / "dicelab"), "sweep", str(path)], directory)
+            results[name].append(round(trials * epochs * 3600 / seconds))
+            print(f"packing {name}: {results[name][-1]} trial-epochs/hour ({seconds:.1f} s)", flush=True)
+    return {"trial_epochs_per_hour": results, "trials": trials, "epochs": epochs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["overhead", "asha", "all"], default="all")
-    parser.add_argument("--epochs", type=int, default=12, help="overhead: epochs per trial (12: ~20 s)")
+    parser.add_argument("--part", choices=["overhead", "packing", "asha", "all"], default="all")
+    parser.add_argument(
+        "--epochs", type=int, default=12, help="overhead, packing: epochs per trial (12: ~20 s)"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="overhead, packing: alternating repeats")
+    parser.add_argument(
+        "--no-hf", action="store_true", help="overhead: leave out Trainer.hyperparameter_search"
+    )
     parser.add_argument("--asha-epochs", type=int, default=10, help="asha: epochs per trial")
     parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
@@ -254,7 +329,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dicelab-bench-") as tmp:
         workdir = Path(tmp)
         if args.part in ("overhead", "all"):
-            report["overhead"] = overhead_part(workdir, args.epochs)
+            report["overhead"] = overhead_part(workdir, args.epochs, args.repeats, not args.no_hf)
+        if args.part in ("packing", "all"):
+            report["packing"] = packing_part(workdir, args.epochs, args.repeats)
         if args.part in ("asha", "all"):
             report["asha"] = asha_part(workdir, args.asha_epochs)
     report["load_average_at_end"] = os.getloadavg()[0]
