@@ -127,17 +127,23 @@ def _run_sweep(config: dict, workdir: Path) -> tuple[float, str]:
 
 
 def _winner(workdir: Path, name: str) -> tuple[str, int]:
-    """The configuration with the best mean over its seeds, and the number of trials, from the store."""
+    return winner_in(workdir / ".dicelab" / "mlflow.db", name)
+
+
+def winner_in(store: Path, name: str) -> tuple[str, int]:
+    """The configuration with the best mean over its seeds, and the number of trials, from a sweep's store."""
     from mlflow import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{workdir / '.dicelab' / 'mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{store}")
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id], "tags.`dicelab.role` = 'trial'", max_results=5000)
     means: dict[str, list[float]] = {}
     for run in runs:
         if "dicelab.degenerate" in run.data.tags:
             continue
-        label = " ".join(part for part in run.info.run_name.split() if not part.startswith("seed="))
+        # the run name without its seed and without the result the driver appends ("... · f1 0.6778")
+        configuration = run.info.run_name.split(" · ")[0]
+        label = " ".join(part for part in configuration.split() if not part.startswith("seed="))
         value = run.data.metrics.get("best_dev_f1")
         if value is not None:
             means.setdefault(label, []).append(value)
