@@ -290,8 +290,11 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
             f"{racing.confidence:g})"
         )
     resumed = " resumed" if options.resume else ""
+    # On a cluster, which copy of dicelab runs matters (an uploaded package, or one installed on the nodes).
+    joined = options.address or os.environ.get("RAY_ADDRESS")
+    origin = f" from {Path(dicelab.__file__).parent}" if joined else ""
     console.print(
-        f"dicelab {dicelab.__version__} · sweep [bold]{config.name}[/]{resumed}: {trials}, "
+        f"dicelab {dicelab.__version__}{origin} · sweep [bold]{config.name}[/]{resumed}: {trials}, "
         f"{plan.search.algorithm} search, {plan.search.scheduler.name} scheduler",
         highlight=False,
         soft_wrap=True,
