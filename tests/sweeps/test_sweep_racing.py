@@ -211,3 +211,19 @@ def test_any_named_space_races(tmp_path):
         plan = plan_of({"spaces": [name], "racing": {"min_seeds": 2, "max_seeds": 4}})
         assert plan.num_trials == len(plan.points()) * 4
         assert all("train.seed" not in point for point in plan.points())
+
+
+def test_elimination_lines_say_the_evidence_or_why_there_is_none():
+    from dicelab.sweeps.race_searcher import elimination_line
+
+    race = Race(settings(), ["ok", "broken"])
+    run_race(race, lambda i, s: math.nan if i else 80.0 + s)
+    assert (
+        elimination_line(race.events[0])
+        == "race: dropped broken (no usable seed (failed or degenerate), 3 seeds)"
+    )
+    event = {
+        "configuration": "ce", "why": "decided worse than the leader", "difference": -0.0038, "low": -0.0075,
+        "high": -0.0001, "leader": "dsc", "p_holm": 0.0456, "n": 5, "test": "paired t test",
+    }  # fmt: skip
+    assert "[-0.0075, -0.0001], p(Holm) 0.0456, n=5, paired t test" in elimination_line(event)

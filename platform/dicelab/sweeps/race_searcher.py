@@ -64,16 +64,10 @@ class RaceSearcher(Searcher):
         dropped = self.race.record(trial_id, value)
         console = Console(width=max(Console().width, 160))
         for event in dropped:
-            console.print(
-                f"race: dropped {event['configuration']} ({event['why']}: "
-                f"{_signed(event['difference'])} vs {event['leader']}, "
-                f"[{_signed(event['low'])}, {_signed(event['high'])}], p(Holm) {event['p_holm']:.3g}, "
-                f"n={event['n']})",
-                highlight=False,
-            )
+            console.print(elimination_line(event), highlight=False, markup=False)
         if self.race.decision is not None and not self._announced:
             self._announced = True
-            console.print(f"race decided: {self.race.decision['summary']}", highlight=False)
+            console.print(f"race decided: {self.race.decision['summary']}", highlight=False, markup=False)
         self._write()
 
     def save(self, checkpoint_path: str) -> None:
@@ -105,6 +99,17 @@ class RaceSearcher(Searcher):
         partial = path.with_name(f".{path.name}.tmp")
         partial.write_text(json.dumps(self.race.state(), indent=1), encoding="utf-8")
         os.replace(partial, path)
+
+
+def elimination_line(event: dict[str, Any]) -> str:
+    """One printed line per dropped configuration, with its evidence."""
+    if not math.isfinite(event["difference"]):
+        return f"race: dropped {event['configuration']} ({event['why']}, {event['n']} seeds)"
+    return (
+        f"race: dropped {event['configuration']} ({event['why']}: {_signed(event['difference'])} vs "
+        f"{event['leader']}, [{_signed(event['low'])}, {_signed(event['high'])}], "
+        f"p(Holm) {event['p_holm']:.3g}, n={event['n']}, {event['test']})"
+    )
 
 
 def _signed(value: float) -> str:
