@@ -20,6 +20,11 @@ def run(args: argparse.Namespace) -> int:
         if config.search is None:
             kind = "trial"
         else:
-            kind = f"sweep of {plan_sweep(config, str(path)).num_trials} trials"
+            plan = plan_sweep(config, str(path))
+            kind = (
+                f"seed race of at most {plan.num_trials} trials"
+                if plan.racing is not None
+                else f"sweep of {plan.num_trials} trials"
+            )
         print(f"ok  {path}  ({kind} '{config.name}': {config.task.name}, loss {config.loss.name})")
     return 0
