@@ -203,7 +203,11 @@ def _checkpointed(tools, uri: str, experiment: str, loss: str, cwd: Path) -> Run
         running = run.info.status == "RUNNING" and WORKER_PID in run.data.tags
         if run.data.params.get("loss.name") == loss and running:
             trial_dirs = cwd.glob(f".dicelab/ray_results/{experiment}/*/{run.data.tags[names.TRIAL_ID]}")
-            if any(any(path.glob("checkpoint_*")) for path in trial_dirs):
+            # A second evaluation logged means the first one's checkpoint has long reached Tune's driver: a
+            # worker killed right as its first checkpoint appears on disk may die before Tune registered it,
+            # and then the retry (rightly) starts over, which is not what this test is about.
+            evaluations = MlflowClient(uri).get_metric_history(run.info.run_id, "dev_f1")
+            if len(evaluations) >= 2 and any(any(path.glob("checkpoint_*")) for path in trial_dirs):
                 return run
     return None
 
