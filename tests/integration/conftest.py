@@ -9,6 +9,7 @@ Every port is a free one, so the tests never meet another Ray cluster or server 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -32,6 +33,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from dicelab.sweeps.local_ray import _node_processes
 from dicelab.tracking import conventions as names
 
 BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
@@ -134,9 +136,23 @@ def ray_env(session_dir: Path) -> dict[str, str]:
 class RayCluster:
     address: str  # GCS, for `dicelab sweep --address`
     dashboard: str  # http://..., for `dicelab submit --address`
+    nodes: list[Process]  # the `ray start --block` of each node, head first (each in its own process group)
+    node_ids: list[str]  # Ray's node id of each node, in the same order
+
+    def kill_node(self, index: int) -> list[int]:
+        """The machine of node `index` lost: SIGKILL its `ray start` process group (raylet, agents), then
+        every process Ray started for that node (workers), found by the RAY_NODE_ID in their environment.
+        Returns the pids killed after the group."""
+        self.nodes[index].kill()
+        found = _node_processes(self.node_ids[index])
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return found
 
 
-def _alive_nodes(address: str, env: dict[str, str]) -> int:
+def alive_nodes(address: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    """`ray list nodes` of the ALIVE nodes (node_id, is_head_node, ...); [] while the cluster can't answer."""
     done = subprocess.run(
         [
             str(BIN / "ray"),
@@ -155,30 +171,31 @@ def _alive_nodes(address: str, env: dict[str, str]) -> int:
         timeout=60,
     )
     if done.returncode != 0:
-        return 0
+        return []
     try:
-        return len(json.loads(done.stdout))
+        return json.loads(done.stdout)
     except json.JSONDecodeError:
-        return 0
+        return []
 
 
-@pytest.fixture(scope="session")
-def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayCluster]:
-    temp_dir = session_dir / "ray"
+def _node_ports() -> list[str]:
+    return [
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        "--min-worker-port=0",  # random free ports for worker processes
+        "--max-worker-port=0",
+    ]
+
+
+@contextlib.contextmanager
+def two_node_cluster(directory: Path, env: dict[str, str]) -> Iterator[RayCluster]:
+    """A head and a worker node (one CPU each) on 127.0.0.1, their temp dirs and logs under `directory`
+    (keep it short: Ray's socket paths must stay below 107 characters); stopped on exit."""
     port, dashboard_port = free_port(), free_port()
-
-    def node_ports() -> list[str]:
-        return [
-            f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            "--min-worker-port=0",  # random free ports for worker processes
-            "--max-worker-port=0",
-        ]
-
     common = ["--num-cpus=1", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
     head = start(
         "ray-head",
@@ -190,17 +207,17 @@ def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayClust
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}",
             f"--ray-client-server-port={free_port()}",
-            f"--temp-dir={temp_dir}",
+            f"--temp-dir={directory / 'ray'}",
             *common,
-            *node_ports(),
+            *_node_ports(),
         ],
-        ray_env,
-        session_dir,
+        env,
+        directory,
     )
     processes = [head]
     try:
         dashboard = f"http://127.0.0.1:{dashboard_port}"
-        wait_until(lambda: _alive_nodes(dashboard, ray_env) >= 1, 180, "the Ray head node", head)
+        first = wait_until(lambda: alive_nodes(dashboard, env), 180, "the Ray head node", head)
         worker = start(
             "ray-worker",
             [
@@ -209,19 +226,44 @@ def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayClust
                 f"--address=127.0.0.1:{port}",
                 # its own temp dir, as on another machine: nodes sharing one would also share (and delete)
                 # each other's runtime-env files, such as a job's working directory
-                f"--temp-dir={session_dir / 'ray-worker'}",
+                f"--temp-dir={directory / 'ray-worker'}",
                 *common,
-                *node_ports(),
+                *_node_ports(),
             ],
-            ray_env,
-            session_dir,
+            env,
+            directory,
         )
         processes.append(worker)
-        wait_until(lambda: _alive_nodes(dashboard, ray_env) >= 2, 180, "the Ray worker node", worker)
-        yield RayCluster(address=f"127.0.0.1:{port}", dashboard=dashboard)
+
+        def two_alive() -> list[dict[str, Any]]:
+            found = alive_nodes(dashboard, env)
+            return found if len(found) >= 2 else []
+
+        both = wait_until(two_alive, 180, "the Ray worker node", worker)
+        head_id = first[0]["node_id"]
+        worker_id = next(node["node_id"] for node in both if node["node_id"] != head_id)
+        yield RayCluster(f"127.0.0.1:{port}", dashboard, processes, [head_id, worker_id])
     finally:
         for process in reversed(processes):
             process.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayCluster]:
+    """The cluster the integration tests share (a fault that kills a node starts its own: own_ray_cluster)."""
+    with two_node_cluster(session_dir, ray_env) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def own_ray_cluster(ray_env: dict[str, str]) -> Iterator[RayCluster]:
+    """A two-node cluster of this test alone, free to be broken."""
+    directory = Path(tempfile.mkdtemp(prefix="dl-c-", dir="/tmp"))  # short: Ray's socket paths
+    try:
+        with two_node_cluster(directory, ray_env) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
