@@ -60,3 +60,13 @@ def test_flattened_params_keep_the_dot_of_hyperparameter_values():
     assert paper.metric == "f1"
     assert paper.result("ce", "+positive") == 92.27
     assert paper.sensitivity_at("tversky", 0.6) == 84.67
+
+
+def test_a_null_entry_is_not_recorded_and_hides_an_inherited_one():
+    # a config that extends another (Table 4 Tweets over WSJ) nulls the number it cannot verify
+    paper, notes = paper_from_config(
+        {"results": {"ce": {"original": 92.34}, "dsc": None, "dice": {"original": None, "+positive": 90.0}}}
+    )
+    assert notes == []
+    assert paper.results == {"ce": {"original": 92.34}, "dice": {"+positive": 90.0}}
+    assert math.isnan(paper.result("dsc", "original"))

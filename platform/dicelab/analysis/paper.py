@@ -10,7 +10,9 @@ Supported layout (numbers in the paper's unit, e.g. F1 in percent):
       sensitivity:                    # Table 10 style: loss -> hyperparameter value -> number
         tversky: {"0.6": 84.67, "0.4": 84.1}
 
-Other keys (a citation, a table number) are allowed and ignored. Malformed entries are skipped with a note.
+Other keys (a citation, a table number) are allowed and ignored. Malformed entries are skipped with a note; a
+null entry (`dsc: null`) means "not recorded" and is skipped silently, so a config that `extends:` another can
+drop a number it would otherwise inherit.
 """
 
 from __future__ import annotations
@@ -103,10 +105,14 @@ def _numbers(table: Any, where: str, notes: list[str]) -> dict[Any, dict[Any, fl
         return {}
     parsed: dict[Any, dict[Any, float]] = {}
     for outer, inner in table.items():
+        if inner is None:  # not recorded (hides an inherited entry)
+            continue
         if not isinstance(inner, Mapping):
             notes.append(f"{where}.{outer} is not a mapping; skipped")
             continue
         for key, number in inner.items():
+            if number is None:  # not recorded
+                continue
             value = _as_number(number)
             if value is None:
                 notes.append(f"{where}.{outer}.{key}: {number!r} is not a number; skipped")
