@@ -14,6 +14,7 @@ from dicelab.sweeps.race_searcher import RaceSearcher
 from dicelab.sweeps.racing import Race, RaceSettings
 from dicelab.sweeps.space import SweepPlan
 from dicelab.sweeps.trainable import POINT_KEY, SweepContext, run_name, tune_trial
+from dicelab.sweeps.tune_storage import StateKeeper, prepare_resume
 from dicelab.tracking import conventions as names
 
 MODE = "max"  # every dev metric is a score where higher is better (see SearchConfig.metric)
@@ -103,7 +104,8 @@ def build_tuner(
             storage_path=str(directory.parent),
             failure_config=tune.FailureConfig(max_failures=search.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=callbacks,
+            # last: it reports a full storage after the other callbacks' last lines
+            callbacks=[*callbacks, StateKeeper(directory, plan.source)],
             verbose=0,
         ),
     )
@@ -114,7 +116,11 @@ def restore_tuner(
 ) -> tune.Tuner:
     """Continue an interrupted sweep: finished trials stay as they are, unfinished ones continue from their
     last checkpoint, and errored ones too with `retry_failed` (after a full disk, a lost node, ...), else
-    they stay failed. The callbacks come back with the experiment."""
+    they stay failed. The callbacks come back with the experiment.
+
+    Tune's state files that a full disk cut short are put back from their last good copies first. Without
+    one, Tune would silently start the sweep over with new trials (and new runs): that is refused."""
+    prepare_resume(directory)
     return tune.Tuner.restore(
         str(directory), trainable(context, inputs), resume_unfinished=True, resume_errored=retry_failed
     )

@@ -4,14 +4,11 @@ runs.
 
 The full disk is real: a small tmpfs mounted over the store's artifact directory (needs root, as in CI's
 containers; skipped elsewhere) and filled up once the sweep's parent run is open. (A full disk under Tune's
-own storage, `search.storage`, truncates Tune's experiment state files as well; such a sweep cannot be
-resumed. README: reliability.)
+own storage, `search.storage`: test_fault_checkpoint_disk.py.)
 """
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 import time
 
 import pytest
@@ -24,24 +21,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 EPOCHS = 3
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / ".dicelab" / "mlartifacts"  # where the default store keeps its artifacts
-    mount.mkdir(parents=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): needs root")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
-    tmp_path, small_disk, sweep_tools, fault_figure
+    tmp_path, small_disks, sweep_tools, fault_figure
 ):
+    # where the default store keeps its artifacts
+    artifacts = small_disks.mount(tmp_path / ".dicelab" / "mlartifacts", "1m")
     name = "fault-disk"
     config = sweep_tools.write_sweep(
         tmp_path,
@@ -50,7 +34,7 @@ def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
         train={"epochs": EPOCHS},
     )
     uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
-    filler = small_disk / "filler"
+    filler = artifacts / "filler"
 
     def parent_open() -> bool:
         return bool(sweep_tools.sweep_runs(uri, name)[0])
@@ -58,11 +42,7 @@ def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
         sweep_tools.wait_until(parent_open, 300, "the sweep's parent run", driver)
-        # the disk is full from here on (close() may fail too: the suppress is outside)
-        with contextlib.suppress(OSError), filler.open("wb") as out:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
+        small_disks.fill(filler)  # the disk is full from here on
         assert driver.popen.wait(timeout=600) == 1, driver.log.read_text()[-4000:]  # every trial failed
     finally:
         driver.stop()
