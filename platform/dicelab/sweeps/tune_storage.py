@@ -39,8 +39,13 @@ _log = logging.getLogger(__name__)
 
 
 def state_files(directory: Path) -> list[Path]:
-    """The experiment-level files Tune restores a sweep from (the ones it syncs down on restore)."""
-    return sorted(path for path in directory.iterdir() if path.is_file() and path.suffix in (".json", ".pkl"))
+    """The experiment-level files Tune restores a sweep from (the ones it syncs down on restore); hidden
+    ones are temporary files of an atomic save, not state."""
+    return sorted(
+        path
+        for path in directory.iterdir()
+        if path.is_file() and path.suffix in (".json", ".pkl") and not path.name.startswith(".")
+    )
 
 
 def is_complete(path: Path) -> bool:
