@@ -37,7 +37,9 @@ def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
     filler = artifacts / "filler"
 
     def parent_open() -> bool:
-        return bool(sweep_tools.sweep_runs(uri, name)[0])
+        """The parent run is set up (its config logged): the disk fills up under the trials, not under it."""
+        parents, _ = sweep_tools.sweep_runs(uri, name)
+        return bool(parents) and bool(MlflowClient(uri).list_artifacts(parents[0].info.run_id))
 
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
