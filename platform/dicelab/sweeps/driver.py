@@ -170,9 +170,9 @@ def best_run(runs: list[Run], metric: str) -> Run | None:
 # Ray
 
 
-def connect_ray(address: str | None) -> None:
+def connect_ray(address: str | None, plan: SweepPlan | None = None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
-    this driver (see `local_ray`)."""
+    this driver (see `local_ray`), whose workers import the trainable as they start when `plan` fills them."""
     import ray
 
     import dicelab
@@ -183,7 +183,12 @@ def connect_ray(address: str | None) -> None:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        ray.init(address="local", include_dashboard=False, **quiet)
+        # Ray prestarts one worker per CPU. Each imports the trainable (torch, transformers: seconds) as it
+        # starts, while this driver sets up, instead of after Tune has placed the first trials; only when
+        # every one of them will host a trial (a spare one would keep its imports' memory for nothing).
+        preload = plan is not None and trial_slots(plan, local_cpus()) >= local_cpus()
+        system = {"preload_python_modules": [TRAINABLE_MODULE]} if preload else {}
+        ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
@@ -192,6 +197,22 @@ def connect_ray(address: str | None) -> None:
     else:
         # Ship this version of dicelab to the cluster's workers (small: the package directory only).
         ray.init(address=address, runtime_env={"py_modules": [dicelab]}, **quiet)
+
+
+TRAINABLE_MODULE = "dicelab.sweeps.trainable"
+
+
+def local_cpus() -> int:
+    """The CPUs a local Ray gets (its own count, which follows cgroup limits), one prestarted worker each."""
+    from ray._private.utils import get_num_cpus
+
+    return get_num_cpus()
+
+
+def trial_slots(plan: SweepPlan, cpus: int) -> int:
+    """How many trials of the plan run at once on `cpus` CPUs."""
+    slots = min(plan.num_trials, int(cpus // plan.search.resources.cpu))
+    return min(slots, plan.search.max_concurrent or slots)
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
@@ -216,20 +237,14 @@ def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, Experimen
     return built
 
 
-def start_ray_and_share_inputs(
-    plan: SweepPlan, address: str | None, console: Console
+def share_inputs(
+    built: list[tuple[str, ExperimentConfig, Any]], console: Console
 ) -> tuple[dict[str, Any], list[Any]]:
-    """Start or join Ray while the inputs are built, then put each set in Ray's object store.
+    """Put each set of inputs in Ray's object store once.
 
-    Both take seconds (Ray's processes starting; imports and tokenization) and mostly not the same
-    resource, so they overlap. Returns ({inputs_key: ObjectRef}, [(config, label names)] per set)."""
+    Returns ({inputs_key: ObjectRef}, [(config, label names)] per set)."""
     import ray
 
-    # The build runs to its end even when Ray fails to start: leaving the block waits for it.
-    with ThreadPoolExecutor(1, thread_name_prefix="dicelab-inputs") as pool:
-        building = pool.submit(build_inputs, plan, console)
-        connect_ray(address)
-        built = building.result()
     refs = {key: ray.put(inputs) for key, _, inputs in built}
     console.print(f"inputs: {len(built)} set(s) built once and shared through Ray's object store")
     return refs, [(config, inputs.label_names) for _, config, inputs in built]
@@ -271,45 +286,43 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     sweep_root = Path(storage).expanduser().resolve() / config.name
     config_yaml = config_to_yaml(config)
     tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
-    check_tracking(tracking_uri)
-    client = MlflowClient(tracking_uri)
-    state, directory = _start_or_resume(
-        client, config, plan, sweep_root, config_yaml, tracking_uri, options.resume
-    )
-    where = _mlflow_location(tracking_uri, state)
+    resumed = _sweep_to_resume(sweep_root, config_yaml) if options.resume else None
+    opened: list[tuple[MlflowClient, SweepState, Path]] = []  # by the set-up, once the parent run exists
 
-    import dicelab
-
-    seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
-    trials = f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds})"
-    if plan.racing is not None:
-        racing = plan.racing
-        trials = (
-            f"seed race of {plan.num_configurations} configurations ({racing.min_seeds} to "
-            f"{racing.max_seeds} seeds each, at most {plan.num_trials} trials, {racing.test} test at "
-            f"{racing.confidence:g})"
+    def set_up() -> list[tuple[str, ExperimentConfig, Any]]:
+        """Everything but Ray before the trials: the store, the parent run, the inputs, Tune's imports."""
+        check_tracking(tracking_uri)
+        client = MlflowClient(tracking_uri)
+        state, directory = _start_or_resume(
+            client, config, plan, sweep_root, config_yaml, tracking_uri, resumed
         )
-    resumed = " resumed" if options.resume else ""
-    # On a cluster, which copy of dicelab runs matters (an uploaded package, or one installed on the nodes).
-    joined = options.address or os.environ.get("RAY_ADDRESS")
-    origin = f" from {Path(dicelab.__file__).parent}" if joined else ""
-    console.print(
-        f"dicelab {dicelab.__version__}{origin} · sweep [bold]{config.name}[/]{resumed}: {trials}, "
-        f"{plan.search.algorithm} search, {plan.search.scheduler.name} scheduler",
-        highlight=False,
-        soft_wrap=True,
-    )
-    console.print(where, highlight=False, soft_wrap=True)
+        opened.append((client, state, directory))
+        _print_header(console, options, config, plan, _mlflow_location(tracking_uri, state))
+        built = build_inputs(plan, console)
+        import dicelab.sweeps.tuning  # noqa: F401  (torch, transformers, Tune: for _fit, while Ray starts)
+
+        return built
+
     try:
-        inputs, prepared = start_ray_and_share_inputs(plan, options.address, console)
+        # Ray's start (seconds of its processes starting, mostly waiting) overlaps the set-up (a new
+        # store's schema, imports, tokenization). The set-up runs to its end even when Ray fails to start.
+        with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
+            setting_up = pool.submit(set_up)
+            connect_ray(options.address, plan)
+            built = setting_up.result()
+        client, state, directory = opened[0]
+        where = _mlflow_location(tracking_uri, state)
+        inputs, prepared = share_inputs(built, console)
         metric = resolve_metric(plan, prepared)
         grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
     except BaseException as error:
-        failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
-        with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
-            why = f"the sweep's driver stopped ({type(error).__name__})"
-            _end_running_trials(client, state, options, why)
-        client.set_terminated(state.parent_run_id, status=failed)
+        if opened:  # the parent run exists: it ends with the sweep
+            client, state, _ = opened[0]
+            failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
+            with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
+                why = f"the sweep's driver stopped ({type(error).__name__})"
+                _end_running_trials(client, state, options, why)
+            client.set_terminated(state.parent_run_id, status=failed)
         raise
     finally:
         if ray.is_initialized():
@@ -345,6 +358,33 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         )
         return 130
     return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
+
+
+def _print_header(
+    console: Console, options: SweepOptions, config: ExperimentConfig, plan: SweepPlan, where: str
+) -> None:
+    import dicelab
+
+    seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
+    trials = f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds})"
+    if plan.racing is not None:
+        racing = plan.racing
+        trials = (
+            f"seed race of {plan.num_configurations} configurations ({racing.min_seeds} to "
+            f"{racing.max_seeds} seeds each, at most {plan.num_trials} trials, {racing.test} test at "
+            f"{racing.confidence:g})"
+        )
+    resumed = " resumed" if options.resume else ""
+    # On a cluster, which copy of dicelab runs matters (an uploaded package, or one installed on the nodes).
+    joined = options.address or os.environ.get("RAY_ADDRESS")
+    origin = f" from {Path(dicelab.__file__).parent}" if joined else ""
+    console.print(
+        f"dicelab {dicelab.__version__}{origin} · sweep [bold]{config.name}[/]{resumed}: {trials}, "
+        f"{plan.search.algorithm} search, {plan.search.scheduler.name} scheduler",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(where, highlight=False, soft_wrap=True)
 
 
 RESULT_SEPARATOR = " · "
@@ -395,6 +435,13 @@ def _end_running_trials(client: MlflowClient, state: SweepState, options: SweepO
     records.mark_interrupted(client, runs, f"{why}; continue with: dicelab sweep {options.config} --resume")
 
 
+def _sweep_to_resume(sweep_root: Path, config_yaml: str) -> tuple[SweepState, Path]:
+    """--resume: the newest sweep under sweep_root, which must have been started with the same config."""
+    state, directory = SweepState.latest(sweep_root)
+    state.check_same_config(directory, config_yaml)
+    return state, directory
+
+
 def _start_or_resume(
     client: MlflowClient,
     config: ExperimentConfig,
@@ -402,12 +449,11 @@ def _start_or_resume(
     sweep_root: Path,
     config_yaml: str,
     tracking_uri: str,
-    resume: bool,
+    resumed: tuple[SweepState, Path] | None,
 ) -> tuple[SweepState, Path]:
     """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
-    if resume:
-        state, directory = SweepState.latest(sweep_root)
-        state.check_same_config(directory, config_yaml)
+    if resumed is not None:
+        state, directory = resumed
         client.update_run(state.parent_run_id, status=records.RUNNING)
         return state, directory
     experiment_id = ensure_experiment(client, config.name)
