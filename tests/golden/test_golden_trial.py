@@ -58,7 +58,7 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "max_answer_length": 30,
         "version_2_with_negative": False,
         "queries": "auto",
-        "match_loss_weight": 1.0,
+        "match_loss_weight": 0.1,
     },
     "model": {
         "backbone": "tiny-bert",

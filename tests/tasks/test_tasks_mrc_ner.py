@@ -23,6 +23,7 @@ from dicelab.tasks._mrc_ner import (
     entity_spans,
     flat_spans,
     gold_band,
+    match_candidates,
     spans_to_tags,
 )
 from dicelab.tasks._mrc_queries import CONLL03, MSRA, ONTONOTES5, entity_queries, generic_query
@@ -126,6 +127,25 @@ def test_gold_band_marks_spans_within_the_width():
     spans = torch.tensor([[[1, 2], [4, 4]], [[0, 5], [-1, -1]]])
     band = gold_band(spans, length=6, width=3)
     assert band.nonzero().tolist() == [[0, 1, 1], [0, 4, 0]]  # (0, 5) is longer than 3 tokens
+
+
+def test_match_candidates_pair_every_gold_start_with_every_gold_end_and_the_predictions():
+    # tokens 0..6; entities (1, 2) and (4, 4); 0 and 6 are specials (ignored); token 5 is predicted a start
+    # and an end; the rest scores below 0
+    starts = torch.tensor([[IGNORE_INDEX, 1, 0, 0, 1, 0, IGNORE_INDEX]])
+    ends = torch.tensor([[IGNORE_INDEX, 0, 1, 0, 1, 0, IGNORE_INDEX]])
+    scores = torch.full((1, 7, 2), -1.0)
+    scores[0, 5] = 1.0
+    scores[0, 6] = 1.0  # predicted but a special token: never a candidate
+    pairs = {(i, i + k) for _, i, k in match_candidates(starts, ends, scores, width=4).nonzero().tolist()}
+    # gold x gold: (1, 2) and (4, 4) are entities, (1, 4) pairs one's start with the other's end (a
+    # negative the match head must learn); predicted x predicted: (5, 5); (4, 2) runs backwards
+    assert pairs == {(1, 2), (1, 4), (4, 4), (5, 5)}
+    assert {(i, i + k) for _, i, k in match_candidates(starts, ends, scores, width=2).nonzero().tolist()} == {
+        (1, 2),
+        (4, 4),
+        (5, 5),
+    }
 
 
 def test_flat_decoding_keeps_the_best_spans_and_separates_adjacent_ones():

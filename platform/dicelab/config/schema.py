@@ -62,7 +62,7 @@ class TaskConfig(Section):
     # mrc_ner: the query per entity type: "auto", a named set (conll03 | ontonotes5 | msra | ontonotes4) or
     # {TYPE: query}; max_answer_length is then the longest entity in tokens.
     queries: str | dict[str, str] = "auto"
-    match_loss_weight: float = Field(1.0, ge=0.0)  # mrc_ner: span-match loss weight (start and end weigh 1)
+    match_loss_weight: float = Field(0.1, ge=0.0)  # mrc_ner: span-match loss weight (start and end weigh 1)
 
 
 class TinyBertConfig(Section):

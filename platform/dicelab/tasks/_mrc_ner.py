@@ -14,11 +14,14 @@ Labels, per example:
 Head: the encoder's hidden states h; start / end scores are a linear layer on h_i; the match score of (i, j)
 is an MLP on [h_i; h_j] (its first layer applied to each half separately, so no (L, L, 2H) tensor is formed).
 
-Loss: (start + end + w * match) / (2 + w), w = task.match_loss_weight (BERT-MRC's default 1; the official
-dice scripts for CoNLL-2003 use 0.3), each term the configured loss on binary logits (ce is then binary
+Loss: (start + end + w * match) / (2 + w), w = task.match_loss_weight (0.1, BERT-MRC's CoNLL-2003 script;
+the official dice scripts use 0.2-0.3). A heavier match term stalls the boundary heads (tiny-bert, synthetic
+NER, one epoch: at w = 1 every start score is nearly the same constant; at 0.1 they separate by the query's
+type): while start / end scores hover around 0 the predicted candidates come and go by the thousand and the
+match loss spikes. Each term the configured loss on binary logits (ce is then binary
 cross entropy); the dice family sees each term as one set when configured at level "batch", as the official
 code does. Match candidates are the pairs (i <= j < i + task.max_answer_length) whose start and end are
-gold or predicted (the official "gold_pred" candidates).
+both gold or both predicted (BERT-MRC's "pred_and_gold" candidates); only gold spans are positive.
 
 Decoding: starts and ends with a positive score, pairs of them with a positive match score; each span's score
 is the sum of its three logits. Spans of one type may nest or overlap; the sentence's flat tags keep the
@@ -214,9 +217,8 @@ class MrcNer:
         end_loss = loss_fn(scores[..., 1].reshape(-1), end_labels.reshape(-1))
         width = model.decoding.max_span_length
         gold = gold_band(batch["gold_spans"].to(device), scores.shape[1], width)
-        predicted = _band_pairs(scores[..., 0] > 0, scores[..., 1] > 0, width)
-        allowed = _band_pairs(start_labels != IGNORE_INDEX, end_labels != IGNORE_INDEX, width)
-        rows, starts, offsets = (allowed & (gold | predicted)).nonzero(as_tuple=True)
+        candidates = match_candidates(start_labels, end_labels, scores.detach(), width)
+        rows, starts, offsets = candidates.nonzero(as_tuple=True)
         if len(rows) == 0:
             return (start_loss + end_loss) / 2
         match = model.match_scores(hidden, rows, starts, starts + offsets)
@@ -330,6 +332,18 @@ def gold_band(spans: torch.Tensor, length: int, width: int) -> torch.Tensor:
     inside = ends - starts < width  # longer entities cannot be predicted: no label for them
     band[rows[inside], starts[inside], (ends - starts)[inside]] = True
     return band
+
+
+def match_candidates(
+    start_labels: torch.Tensor, end_labels: torch.Tensor, scores: torch.Tensor, width: int
+) -> torch.Tensor:
+    """(B, L, width) booleans: the (i, i + k) pairs the match loss sees, BERT-MRC's "pred_and_gold": every
+    (gold start, gold end) pair, so the match head also meets negatives (one entity's start with another's
+    end) before anything is predicted, and every (predicted start, predicted end) pair; both ends labelled."""
+    gold_pairs = _band_pairs(start_labels == 1, end_labels == 1, width)
+    predicted = _band_pairs(scores[..., 0] > 0, scores[..., 1] > 0, width)
+    allowed = _band_pairs(start_labels != IGNORE_INDEX, end_labels != IGNORE_INDEX, width)
+    return allowed & (gold_pairs | predicted)
 
 
 def predicted_spans(model: nn.Module, batch: dict[str, torch.Tensor]) -> list[tuple[int, int, int, float]]:
