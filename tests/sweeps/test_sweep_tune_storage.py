@@ -10,11 +10,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ray.train._internal.session import _TrainingResult
+from ray.tune import Checkpoint
+from ray.tune.experiment import Trial
 
 from dicelab.errors import DicelabError
 from dicelab.sweeps.tune_storage import (
     LAST_GOOD,
     StateKeeper,
+    forget_lost_checkpoints,
     is_complete,
     keep_good_copies,
     prepare_resume,
@@ -115,6 +119,22 @@ def test_on_a_full_disk_the_last_good_copy_stays_whole(tmp_path):
         assert not list((disk / LAST_GOOD).glob(".*partial"))  # no partial copy left behind
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_an_unfinished_trial_whose_checkpoint_is_gone_starts_over(tmp_path):
+    trials = []
+    for name in ("kept", "lost", "finished"):
+        (tmp_path / name).mkdir()
+        trial = Trial("tune_trial", stub=True, trial_id=name)
+        checkpoint = Checkpoint.from_directory(str(tmp_path / name))
+        manager = trial.run_metadata.checkpoint_manager
+        manager.register_checkpoint(_TrainingResult(checkpoint=checkpoint, metrics={"training_iteration": 2}))
+        trials.append(trial)
+    (tmp_path / "lost").rmdir()  # deleted by Tune after a newer one (num_to_keep=1)
+    (tmp_path / "finished").rmdir()
+    trials[2].set_status(Trial.TERMINATED)  # never started again: its checkpoint does not matter
+    assert [trial.trial_id for trial in forget_lost_checkpoints(trials)] == ["lost"]
+    assert [trial.checkpoint is not None for trial in trials] == [True, False, True]
 
 
 def test_the_state_keeper_travels_with_the_experiment(tmp_path):

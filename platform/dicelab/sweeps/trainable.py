@@ -205,7 +205,8 @@ def _open_run(
         flag = {DEGENERATE_RESULT: True} if names.DEGENERATE in run.data.tags else {}
         tune.report({context.tune_metric: float("nan"), **dev, **flag})
         return None
-    for stale in (names.OUTCOME, names.REASON):  # from an earlier attempt; this one records its own
+    # an earlier attempt's; this one records its own (a restart from scratch has no restored step)
+    for stale in (names.OUTCOME, names.REASON, RESTORED_FROM_STEP):
         if stale in run.data.tags:
             client.delete_tag(run.info.run_id, stale)
     return run.info.run_id

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyarrow.fs import FileType
+from ray.train._internal.checkpoint_manager import _CheckpointManager
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 from rich.console import Console
@@ -141,21 +143,48 @@ def prepare_resume(directory: Path) -> None:
         )
 
 
+def forget_lost_checkpoints(trials: list[Trial]) -> list[Trial]:
+    """Unfinished trials whose latest checkpoint is gone lose it, so that they start over (in their own
+    runs) instead of failing on every retry ("Could not recover from checkpoint as it does not exist").
+
+    A put-back state may be a second or two older than the sweep: Tune has since saved a newer checkpoint
+    and deleted the one it names (num_to_keep=1). The same happens when a driver is killed between the two.
+    Returns the trials changed."""
+    changed = []
+    for trial in trials:
+        checkpoint = trial.checkpoint
+        if checkpoint is None or trial.status == Trial.TERMINATED:
+            continue
+        if checkpoint.filesystem.get_file_info(checkpoint.path).type == FileType.NotFound:
+            manager = trial.run_metadata.checkpoint_manager
+            trial.run_metadata.checkpoint_manager = _CheckpointManager(manager.checkpoint_config)
+            changed.append(trial)
+    return changed
+
+
 class StateKeeper(Callback):
-    """Keeps last good copies of the experiment state while the sweep runs, and says clearly when Tune's
-    storage ran out of space (trials then fail with "No space left on device")."""
+    """Keeps last good copies of the experiment state while the sweep runs, says clearly when Tune's
+    storage ran out of space (trials then fail with "No space left on device"), and on a resume lets a
+    trial whose checkpoint is gone start over (`forget_lost_checkpoints`)."""
 
     def __init__(self, directory: Path, config_path: str):
         self.directory, self.config_path = directory, config_path
         self._copied_at = 0.0
+        self._checked = False  # the trials' checkpoints, before the first step starts any trial
         self.full = False
 
     def __getstate__(self) -> dict[str, Any]:  # pickled with the experiment: a resumed sweep starts afresh
         return {"directory": self.directory, "config_path": self.config_path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.directory, self.config_path = state["directory"], state["config_path"]
-        self._copied_at, self.full = 0.0, False
+        self.__dict__.update(StateKeeper(state["directory"], state["config_path"]).__dict__)
+
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        if self._checked:
+            return
+        self._checked = True
+        for trial in forget_lost_checkpoints(trials):
+            _log.warning("trial %s: its checkpoint is gone, it starts over in its run", trial.trial_id)
 
     def _keep(self) -> None:
         self._copied_at = time.monotonic()
