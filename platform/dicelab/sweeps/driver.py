@@ -183,11 +183,11 @@ def connect_ray(address: str | None, plan: SweepPlan | None = None) -> None:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        # Ray prestarts one worker per CPU. Each imports the trainable (torch, transformers: seconds) as it
-        # starts, while this driver sets up, instead of after Tune has placed the first trials; only when
-        # every one of them will host a trial (a spare one would keep its imports' memory for nothing).
-        preload = plan is not None and trial_slots(plan, local_cpus()) >= local_cpus()
-        system = {"preload_python_modules": [TRAINABLE_MODULE]} if preload else {}
+        # Ray starts one worker per CPU twice: with the raylet (for no job) and for this driver's job, whose
+        # workers host the trials. The first set is idle CPU and memory here: only the second is started.
+        system: dict[str, Any] = {"enable_worker_prestart": False}
+        if plan is not None and preloads_trainable(plan, local_cpus()):
+            system["preload_python_modules"] = [TRAINABLE_MODULE]
         ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
@@ -213,6 +213,16 @@ def trial_slots(plan: SweepPlan, cpus: int) -> int:
     """How many trials of the plan run at once on `cpus` CPUs."""
     slots = min(plan.num_trials, int(cpus // plan.search.resources.cpu))
     return min(slots, plan.search.max_concurrent or slots)
+
+
+def preloads_trainable(plan: SweepPlan, cpus: int) -> bool:
+    """Whether a local Ray's workers import the trainable as they start.
+
+    Ray prestarts one worker per CPU for the driver's job. Each then imports the trainable (torch,
+    transformers: seconds) while the driver sets up, instead of after Tune has placed the first trials;
+    only when every one of them will host a trial (a spare one would keep its imports' memory for
+    nothing)."""
+    return trial_slots(plan, cpus) >= cpus
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
