@@ -33,7 +33,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from dicelab.sweeps.local_ray import _node_processes
+from dicelab.sweeps.local_ray import _descendants
 from dicelab.tracking import conventions as names
 
 BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
@@ -140,14 +140,15 @@ class RayCluster:
     node_ids: list[str]  # Ray's node id of each node, in the same order
 
     def kill_node(self, index: int) -> list[int]:
-        """The machine of node `index` lost: SIGKILL its `ray start` process group (raylet, agents), then
-        every process Ray started for that node (workers), found by the RAY_NODE_ID in their environment.
-        Returns the pids killed after the group."""
-        self.nodes[index].kill()
-        found = _node_processes(self.node_ids[index])
+        """The machine of node `index` lost: SIGKILL every descendant of its `ray start` (raylet, agents and
+        the workers, which Ray starts in process groups of their own and without RAY_NODE_ID in their
+        environment: found as the raylet's children, before it dies), then its process group. Returns the
+        descendants killed."""
+        found = _descendants(self.nodes[index].popen.pid)
         for pid in found:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        self.nodes[index].kill()
         return found
 
 
