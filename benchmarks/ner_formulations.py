@@ -169,7 +169,7 @@ def main() -> None:
     if "dsc" in args.losses and "ce" in args.losses:
         pairs += [(f"{task} dsc", f"{task} ce") for task in TASKS]
     comparisons = {}
-    for candidate, reference in pairs:
+    for candidate, reference in pairs if len(args.seeds) > 1 else []:  # one seed: nothing to compare
         found = compare(f1_of(candidate), f1_of(reference), test="t")
         comparisons[f"{candidate} - {reference}"] = dataclasses.asdict(found)
         console.print(
