@@ -170,9 +170,9 @@ def best_run(runs: list[Run], metric: str) -> Run | None:
 # Ray
 
 
-def connect_ray(address: str | None, plan: SweepPlan | None = None) -> None:
+def connect_ray(address: str | None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
-    this driver (see `local_ray`), whose workers import the trainable as they start when `plan` fills them."""
+    this driver (see `local_ray`)."""
     import ray
 
     import dicelab
@@ -185,9 +185,7 @@ def connect_ray(address: str | None, plan: SweepPlan | None = None) -> None:
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         # Ray starts one worker per CPU twice: with the raylet (for no job) and for this driver's job, whose
         # workers host the trials. The first set is idle CPU and memory here: only the second is started.
-        system: dict[str, Any] = {"enable_worker_prestart": False}
-        if plan is not None and preloads_trainable(plan, local_cpus()):
-            system["preload_python_modules"] = [TRAINABLE_MODULE]
+        system = {"enable_worker_prestart": False}
         ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
@@ -197,32 +195,6 @@ def connect_ray(address: str | None, plan: SweepPlan | None = None) -> None:
     else:
         # Ship this version of dicelab to the cluster's workers (small: the package directory only).
         ray.init(address=address, runtime_env={"py_modules": [dicelab]}, **quiet)
-
-
-TRAINABLE_MODULE = "dicelab.sweeps.trainable"
-
-
-def local_cpus() -> int:
-    """The CPUs a local Ray gets (its own count, which follows cgroup limits), one prestarted worker each."""
-    from ray._private.utils import get_num_cpus
-
-    return get_num_cpus()
-
-
-def trial_slots(plan: SweepPlan, cpus: int) -> int:
-    """How many trials of the plan run at once on `cpus` CPUs."""
-    slots = min(plan.num_trials, int(cpus // plan.search.resources.cpu))
-    return min(slots, plan.search.max_concurrent or slots)
-
-
-def preloads_trainable(plan: SweepPlan, cpus: int) -> bool:
-    """Whether a local Ray's workers import the trainable as they start.
-
-    Ray prestarts one worker per CPU for the driver's job. Each then imports the trainable (torch,
-    transformers: seconds) while the driver sets up, instead of after Tune has placed the first trials;
-    only when every one of them will host a trial (a spare one would keep its imports' memory for
-    nothing)."""
-    return trial_slots(plan, cpus) >= cpus
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
@@ -318,7 +290,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         # store's schema, imports, tokenization). The set-up runs to its end even when Ray fails to start.
         with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
             setting_up = pool.submit(set_up)
-            connect_ray(options.address, plan)
+            connect_ray(options.address)
             built = setting_up.result()
         client, state, directory = opened[0]
         where = _mlflow_location(tracking_uri, state)
