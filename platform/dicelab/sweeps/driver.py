@@ -268,12 +268,16 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     sweep_root = Path(storage).expanduser().resolve() / config.name
     config_yaml = config_to_yaml(config)
     tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
+    server = tracking_uri.startswith(("http://", "https://"))
+    if server:  # one /health request: a server that is down is the first thing to say, even on --resume
+        check_tracking(tracking_uri)
     resumed = _sweep_to_resume(sweep_root, config_yaml) if options.resume else None
     opened: list[tuple[MlflowClient, SweepState, Path]] = []  # by the set-up, once the parent run exists
 
     def set_up() -> list[tuple[str, ExperimentConfig, Any]]:
         """Everything but Ray before the trials: the store, the parent run, the inputs, Tune's imports."""
-        check_tracking(tracking_uri)
+        if not server:  # a SQLite store's schema is created or migrated here, while Ray starts
+            check_tracking(tracking_uri)
         client = MlflowClient(tracking_uri)
         state, directory = _start_or_resume(
             client, config, plan, sweep_root, config_yaml, tracking_uri, resumed
