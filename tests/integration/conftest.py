@@ -357,6 +357,15 @@ class SweepTools:
     wait_until = staticmethod(wait_until)
     free_port = staticmethod(free_port)
 
+    @staticmethod
+    def lost_evaluations(client: Any, runs: Any, epochs: int) -> int:
+        """Evaluations finished trials should have logged (one dev_f1 per epoch) but did not."""
+        lost = 0
+        for run in runs:
+            steps = {point.step for point in client.get_metric_history(run.info.run_id, "dev_f1")}
+            lost += max(0, epochs - len(steps))
+        return lost
+
     def start_process(self, name: str, args: list[str], cwd: Path) -> Process:
         """Any process (a server, a Ray node) in its own process group, with these tests' environment."""
         return start(name, args, self.env, cwd)

@@ -108,8 +108,7 @@ def test_a_full_checkpoint_disk_fails_clearly_and_the_sweep_resumes(
     continued = runs[failed[0].data.tags[names.TRIAL_ID]]
     restored = int(continued.data.tags.get(RESTORED_FROM_STEP, 0))
     started_over = "it starts over in its run" in resumed.stderr
-    histories = [client.get_metric_history(run.info.run_id, "dev_f1") for run in runs.values()]
-    lost = sum(EPOCHS - len({point.step for point in history}) for history in histories)
+    lost = sweep_tools.lost_evaluations(client, runs.values(), EPOCHS)
     assert lost == 0
     fault_figure(
         "checkpoint disk (search.storage) full mid-sweep (tmpfs), then --resume --retry-failed",

@@ -65,8 +65,7 @@ def test_a_full_artifact_disk_fails_clearly_and_the_sweep_resumes(
     assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
     assert all(run.data.tags[names.OUTCOME] == names.COMPLETED for run in runs.values())
     client = MlflowClient(uri)
-    histories = [client.get_metric_history(run.info.run_id, "dev_f1") for run in runs.values()]
-    lost = sum(EPOCHS - len({point.step for point in history}) for history in histories)
+    lost = sweep_tools.lost_evaluations(client, runs.values(), EPOCHS)
     assert lost == 0
     fault_figure(
         "artifact disk full mid-sweep (tmpfs), then --resume --retry-failed",

@@ -52,15 +52,6 @@ def _processes_of(node_ids: set[str]) -> list[int]:
     return found
 
 
-def _lost_evaluations(client: MlflowClient, runs, epochs: int) -> int:
-    """Evaluations a finished trial should have logged (one per epoch) but did not."""
-    lost = 0
-    for run in runs:
-        steps = {point.step for point in client.get_metric_history(run.info.run_id, "dev_f1")}
-        lost += max(0, epochs - len(steps))
-    return lost
-
-
 @pytest.fixture
 def local_tools(sweep_tools, tmp_path):
     """SweepTools whose local Ray keeps its session under a temp dir of this test (short: socket paths)."""
@@ -111,7 +102,7 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_and_resume_finishes(tmp_path
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     runs = local_tools.by_trial(parents[0], trials)  # one run per trial: nothing duplicated
     assert len(runs) == 3 and all(run.info.status == "FINISHED" for run in runs.values())
-    lost = _lost_evaluations(client, runs.values(), EPOCHS)
+    lost = local_tools.lost_evaluations(client, runs.values(), EPOCHS)
     assert lost == 0
     # what the MLflow UI shows first: the training view, and names that carry the result
     experiment = client.get_experiment(parents[0].info.experiment_id)

@@ -89,8 +89,7 @@ def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fa
     retried = runs[victim.data.tags[names.TRIAL_ID]]
     assert retried.data.tags[RAY_NODE] != worker_id  # it moved to the node that is left
     assert int(retried.data.tags[RESTORED_FROM_STEP]) > 0  # from its checkpoint, not from the start
-    histories = [client.get_metric_history(run.info.run_id, "dev_f1") for run in runs.values()]
-    lost = sum(EPOCHS - len({point.step for point in history}) for history in histories)
+    lost = sweep_tools.lost_evaluations(client, runs.values(), EPOCHS)
     assert lost == 0
     # recovered: the retried trial's first evaluation after the kill (MLflow timestamps are in ms)
     after = [point.timestamp / 1000 for point in client.get_metric_history(retried.info.run_id, "dev_f1")]
