@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import resource
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -150,11 +151,11 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("task", "loss") else "right")
     for cell, by_seed in results.items():
         rows = list(by_seed.values())
-        f1 = torch.tensor([row["f1"] for row in rows], dtype=torch.float64)
-        spread = f1.std().item() if len(rows) > 1 else 0.0
+        f1 = [row["f1"] for row in rows]
+        spread = statistics.stdev(f1) if len(rows) > 1 else 0.0
         table.add_row(
             *cell.split(),
-            f"{f1.mean().item():.4f} ± {spread:.4f}",
+            f"{statistics.mean(f1):.4f} ± {spread:.4f}",
             f"{sum(row['precision'] for row in rows) / len(rows):.4f}",
             f"{sum(row['recall'] for row in rows) / len(rows):.4f}",
             f"{sum(row['degenerate'] is not None for row in rows)}/{len(rows)}",

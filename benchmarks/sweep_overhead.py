@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/sweep_overhead.py --part overhead | packing | asha
 
 Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
-12 epochs: about 20 s per trial, two trials at a time on 2 cores), each way timed end to end as a fresh
+12 epochs: about 12 s per trial, two trials at a time on 2 cores), each way timed end to end as a fresh
 process:
 - sweep:    `dicelab sweep` (local Ray, Tune, a checkpoint per evaluation, MLflow parent + child runs),
 - plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
@@ -309,7 +309,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["overhead", "packing", "asha", "all"], default="all")
     parser.add_argument(
-        "--epochs", type=int, default=12, help="overhead, packing: epochs per trial (12: ~20 s)"
+        "--epochs", type=int, default=12, help="overhead, packing: epochs per trial (12: ~12 s)"
     )
     parser.add_argument("--repeats", type=int, default=2, help="overhead, packing: alternating repeats")
     parser.add_argument(
