@@ -100,6 +100,7 @@ def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(
                 "focal": {"space": {"train.epochs": {"grid": [30]}}},
             },
             "max_failures": 1,
+            "checkpoint_interval_s": 0,  # the killed trial continues from its last evaluation
         },
         data={"synthetic": {"n_train": 96, "n_dev": 32}},
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from ray import tune
 
 from dicelab.sweeps import trainable
+from dicelab.training.reporter import Evaluation
 
 
 def test_a_trial_resumes_from_its_checkpoint(tmp_path, monkeypatch):
@@ -23,3 +26,43 @@ def test_a_checkpoint_deleted_under_a_killed_driver_starts_the_trial_over(tmp_pa
 def test_no_checkpoint_no_state(monkeypatch):
     monkeypatch.setattr(tune, "get_checkpoint", lambda: None)
     assert trainable._restored_state() is None
+
+
+def _evaluation(step: int) -> Evaluation:
+    return Evaluation(step, float(step), {"f1": 0.5}, False, lambda: {"progress": {"step": step}})
+
+
+def test_evaluations_carry_a_checkpoint_once_the_interval_has_passed(monkeypatch):
+    clock = [100.0]
+    reports: list[tuple[int, dict | None]] = []
+
+    def report(result, checkpoint=None):
+        state = None
+        if checkpoint is not None:  # read now: the reporter's directory is gone after report returns
+            with checkpoint.as_directory() as directory:
+                state = torch.load(Path(directory) / trainable.STATE_FILE, weights_only=True)
+        reports.append((result["step"], state))
+
+    monkeypatch.setattr(trainable.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(tune, "report", report)
+    reporter = trainable.TuneReporter(checkpoint_interval_s=10.0)
+    for step, seconds in [(1, 4.0), (2, 4.0), (3, 4.0), (4, 4.0), (5, 11.0)]:
+        clock[0] += seconds  # the training time before this evaluation
+        reporter.on_evaluation(_evaluation(step))
+    # 4 s and 8 s after the start: metrics only; 12 s: a checkpoint; 4 s after it: none; 15 s after: one
+    assert reports == [
+        (1, None),
+        (2, None),
+        (3, {"progress": {"step": 3}}),
+        (4, None),
+        (5, {"progress": {"step": 5}}),
+    ]
+
+
+def test_an_interval_of_zero_checkpoints_every_evaluation(monkeypatch):
+    checkpoints = []
+    monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: checkpoints.append(checkpoint))
+    reporter = trainable.TuneReporter(checkpoint_interval_s=0.0)
+    for step in (1, 2, 3):
+        reporter.on_evaluation(_evaluation(step))
+    assert all(checkpoint is not None for checkpoint in checkpoints) and len(checkpoints) == 3

@@ -1,5 +1,11 @@
 """`dicelab sweep`: validate the sweep, open its MLflow parent run, start or join Ray, build the inputs once,
 run the trials through Ray Tune, and close the parent run with a summary.
+
+Start-up is a critical path of seconds on a small machine, so it is arranged around Ray's start (its
+processes take seconds to come up, mostly waiting): only the config's schema, the --resume checks and an
+MLflow server's health come before it; the registry checks, the sweep plan, the store and parent run, the
+inputs and Tune's imports run in a set-up thread meanwhile. This module's own imports stay light for the
+same reason (MLflow and Tune are imported by the set-up thread: 1.5 s less before Ray starts).
 """
 
 from __future__ import annotations
@@ -7,34 +13,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
-import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
+from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError
-from dicelab.experiment import load_experiment
-from dicelab.sweeps import local_ray, records
-from dicelab.sweeps.race_records import log_race, read_race
-from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan, plan_sweep
+from dicelab.sweeps import local_ray
+from dicelab.sweeps.schema import SearchConfig
+from dicelab.sweeps.space import SweepPlan, parse_search, plan_sweep
 from dicelab.sweeps.state import SweepState
-from dicelab.tracking import check_tracking, ensure_experiment, links, resolve_tracking_uri
+from dicelab.tracking import check_tracking, links, resolve_tracking_uri
 from dicelab.tracking import conventions as names
 from dicelab.tracking.store import STORE_DIR
 
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
 RESULTS_DIR = "ray_results"
-VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
 
 
 @dataclass
@@ -52,15 +52,15 @@ class SweepOptions:
 # Config
 
 
-def load_sweep_config(options: SweepOptions) -> ExperimentConfig:
+def load_sweep_config(options: SweepOptions) -> tuple[ExperimentConfig, SearchConfig]:
+    """The config and its search section, schema-checked (the registry checks come with `plan_sweep`)."""
     overrides = list(options.overrides)
     if options.name:
         overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
-    config = load_experiment(options.config, overrides)
-    if config.search is None:
-        raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
+    config = read_config(options.config, overrides)
+    search = parse_search(config, options.config)
     _absolute_paths(config)
-    return config
+    return config, search
 
 
 def _absolute_paths(config: ExperimentConfig) -> None:
@@ -71,99 +71,6 @@ def _absolute_paths(config: ExperimentConfig) -> None:
         data.path = str(Path(data.path).resolve())
     if Path(config.model.backbone).exists():
         config.model.backbone = str(Path(config.model.backbone).resolve())
-
-
-def swept_keys(plan: SweepPlan) -> list[str]:
-    keys = [LOSS_KEY] if any(branch.loss is not None for branch in plan.branches) else []
-    for branch in plan.branches:
-        keys += [key for key in [*branch.dimensions, *branch.tied] if key not in keys]
-    if plan.seeds is not None or plan.racing is not None:
-        keys.append(SEED_KEY)
-    return keys
-
-
-# ----------------------------------------------------------------------------------------------------------
-# MLflow parent run
-
-
-def _git_commit() -> str | None:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def _versions() -> dict[str, str]:
-    found = {}
-    for package in VERSIONED_PACKAGES:
-        try:
-            found[f"version.{package}"] = version(package)
-        except PackageNotFoundError:
-            found[f"version.{package}"] = "not installed"
-    return found
-
-
-def open_parent_run(
-    client: MlflowClient, experiment_id: str, config: ExperimentConfig, plan: SweepPlan, sweep_id: str
-) -> str:
-    keys = swept_keys(plan)
-    search = plan.search
-    params = {key: value for key, value in flatten_config(config).items() if key not in keys}
-    params |= {
-        "search.algorithm": search.algorithm,
-        "search.scheduler": search.scheduler.name,
-        "search.trials": plan.num_trials,
-        "search.keys": ",".join(keys),
-        "search.seeds": search.seeds,
-        **({f"search.racing.{k}": v for k, v in search.racing.model_dump().items()} if search.racing else {}),
-        "search.metric": search.metric,
-        **_versions(),
-    }
-    tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
-    if search.racing is not None:
-        tags[names.RACE_TEST] = search.racing.test
-    commit = _git_commit()
-    if commit:
-        tags[names.GIT_COMMIT] = commit
-    run = client.create_run(
-        experiment_id, run_name=f"{config.name} {time.strftime('%Y-%m-%d %H:%M')}", tags=tags
-    )
-    items = [Param(key, records.clip(value, 6000)) for key, value in params.items()]
-    for start in range(0, len(items), 100):
-        client.log_batch(run.info.run_id, params=items[start : start + 100])
-    client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
-    return run.info.run_id
-
-
-def close_parent_run(
-    client: MlflowClient, state: SweepState, runs: list[Run], metric: str, interrupted: bool
-) -> Counter[str]:
-    """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
-    outcomes = Counter(records.outcome_of(run) for run in runs)
-    values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
-    best = best_run(runs, metric)
-    if best is not None:
-        values[names.best_metric(metric)] = best.data.metrics[names.best_metric(metric)]
-    now = int(time.time() * 1000)
-    client.log_batch(
-        state.parent_run_id,
-        metrics=[Metric(key, value, now, 0) for key, value in values.items()],
-        tags=[RunTag(names.PRIMARY_METRIC, metric)],
-    )
-    succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
-    status = records.KILLED if interrupted else records.FINISHED if succeeded else records.FAILED
-    client.set_terminated(state.parent_run_id, status=status)
-    return outcomes
-
-
-def best_run(runs: list[Run], metric: str) -> Run | None:
-    """The run with the highest best_dev_<metric> (every dev metric is a score: higher is better)."""
-    key = names.best_metric(metric)
-    scored = [run for run in runs if key in run.data.metrics]
-    if not scored:
-        return None
-    return max(scored, key=lambda run: run.data.metrics[key])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -262,9 +169,8 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     import ray
 
     console = console or Console()
-    config = load_sweep_config(options)
-    plan = plan_sweep(config, options.config)
-    storage = plan.search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
+    config, search = load_sweep_config(options)
+    storage = search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
     sweep_root = Path(storage).expanduser().resolve() / config.name
     config_yaml = config_to_yaml(config)
     tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
@@ -274,12 +180,23 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     resumed = _sweep_to_resume(sweep_root, config_yaml) if options.resume else None
     opened: list[tuple[MlflowClient, SweepState, Path]] = []  # by the set-up, once the parent run exists
 
-    def set_up() -> list[tuple[str, ExperimentConfig, Any]]:
+    def check() -> SweepPlan:
+        """The registry checks (torch and transformers are imported for them) and every trial's config."""
+        from dicelab.experiment import check_experiment
+
+        check_experiment(config, options.config)
+        return plan_sweep(config, options.config)
+
+    def set_up(plan: SweepPlan) -> list[tuple[str, ExperimentConfig, Any]]:
         """Everything but Ray before the trials: the store, the parent run, the inputs, Tune's imports."""
+        from mlflow import MlflowClient
+
+        from dicelab.sweeps.parent_run import start_or_resume
+
         if not server:  # a SQLite store's schema is created or migrated here, while Ray starts
             check_tracking(tracking_uri)
         client = MlflowClient(tracking_uri)
-        state, directory = _start_or_resume(
+        state, directory = start_or_resume(
             client, config, plan, sweep_root, config_yaml, tracking_uri, resumed
         )
         opened.append((client, state, directory))
@@ -290,11 +207,13 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         return built
 
     try:
-        # Ray's start (seconds of its processes starting, mostly waiting) overlaps the set-up (a new
-        # store's schema, imports, tokenization). The set-up runs to its end even when Ray fails to start.
+        # Ray's start overlaps the checks and the set-up (a new store's schema, imports, tokenization). A
+        # config error found by the checks is raised once Ray is up (then shut down); no parent run is opened.
         with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
-            setting_up = pool.submit(set_up)
+            checking = pool.submit(check)
+            setting_up = pool.submit(lambda: set_up(checking.result()))
             connect_ray(options.address)
+            plan = checking.result()
             built = setting_up.result()
         client, state, directory = opened[0]
         where = _mlflow_location(tracking_uri, state)
@@ -303,17 +222,44 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
     except BaseException as error:
         if opened:  # the parent run exists: it ends with the sweep
+            from dicelab.sweeps import records
+            from dicelab.sweeps.parent_run import end_running_trials
+
             client, state, _ = opened[0]
             failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
             with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
                 why = f"the sweep's driver stopped ({type(error).__name__})"
-                _end_running_trials(client, state, options, why)
+                end_running_trials(client, state, options.config, why)
             client.set_terminated(state.parent_run_id, status=failed)
         raise
     finally:
         if ray.is_initialized():
             ray.shutdown()
         local_ray.release()
+    return _close(options, console, client, plan, state, directory, grid, metric, tracking_uri)
+
+
+def _close(
+    options: SweepOptions,
+    console: Console,
+    client: MlflowClient,
+    plan: SweepPlan,
+    state: SweepState,
+    directory: Path,
+    grid: Any,
+    metric: str,
+    tracking_uri: str,
+) -> int:
+    """After Tune: the race's record, the parent run's summary, the trials' run names, the closing lines."""
+    from dicelab.sweeps import records
+    from dicelab.sweeps.parent_run import (
+        close_parent_run,
+        end_running_trials,
+        label_trial_runs,
+        print_closing,
+    )
+    from dicelab.sweeps.race_records import log_race, read_race
+
     runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
     # Tune returns normally after a Ctrl-C, with the running trials TERMINATED and the rest never created:
     # a trial's run still RUNNING (finished, failed and scheduler-stopped trials all end theirs) or missing
@@ -326,14 +272,14 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         or grid.num_terminated + grid.num_errors < len(grid)
     )
     if interrupted:
-        _end_running_trials(client, state, options, "the sweep was interrupted")
+        end_running_trials(client, state, options.config, "the sweep was interrupted")
         runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
     if race is not None:
         log_race(client, state.parent_run_id, race, runs)
     outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
-    _label_trial_runs(client, runs, metric)
-    _print_closing(console, state, runs, outcomes, metric, tracking_uri)
+    label_trial_runs(client, runs, metric)
+    print_closing(console, state, runs, outcomes, metric, tracking_uri)
     if race is not None and race.get("decision"):
         console.print(f"race:   {race['decision']['summary']}", highlight=False, soft_wrap=True)
     if interrupted:
@@ -373,84 +319,10 @@ def _print_header(
     console.print(where, highlight=False, soft_wrap=True)
 
 
-RESULT_SEPARATOR = " · "
-
-
-def _label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:
-    """Each trial's run name gets its result, "dsc alpha=0.5 seed=1 · f1 0.6235" (or "· failed", ...): the
-    MLflow UI's runs table shows names but no metric column until one is chosen. Idempotent on --resume."""
-    key = names.best_metric(metric)
-    for run in runs:
-        base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
-        outcome = run.data.tags.get(names.OUTCOME)
-        if run.info.status == records.KILLED:
-            result = "interrupted"
-        elif outcome in (names.COMPLETED, names.EARLY_STOPPED) and key in run.data.metrics:
-            result = f"{metric} {run.data.metrics[key]:.4f}"
-            result += " early stopped" if outcome == names.EARLY_STOPPED else ""
-            result += " degenerate" if names.DEGENERATE in run.data.tags else ""
-        else:
-            result = (outcome or run.info.status.lower()).replace("_", " ")
-        name = f"{base}{RESULT_SEPARATOR}{result}"
-        if name != run.info.run_name:
-            client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)
-
-
-def _print_closing(
-    console: Console, state: SweepState, runs: list[Run], outcomes: Counter[str], metric: str, uri: str
-) -> None:
-    """The sweep's last lines: what happened, the best trial, and how to look at it."""
-    counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "none ran"
-    lines = [f"trials: {counts}"]
-    best = best_run(runs, metric)
-    if best is not None:
-        key = names.best_metric(metric)
-        label = (best.info.run_name or "").split(RESULT_SEPARATOR)[0]
-        lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
-    if uri.startswith(("http://", "https://")):
-        lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
-    else:
-        lines.append(f"UI:     dicelab ui --experiment {state.name}  (its trials, best {metric} first)")
-    for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)
-
-
-def _end_running_trials(client: MlflowClient, state: SweepState, options: SweepOptions, why: str) -> None:
-    """Trials stop with the driver: their runs must not stay RUNNING in the UI (--resume reopens them)."""
-    runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
-    records.mark_interrupted(client, runs, f"{why}; continue with: dicelab sweep {options.config} --resume")
-
-
 def _sweep_to_resume(sweep_root: Path, config_yaml: str) -> tuple[SweepState, Path]:
     """--resume: the newest sweep under sweep_root, which must have been started with the same config."""
     state, directory = SweepState.latest(sweep_root)
     state.check_same_config(directory, config_yaml)
-    return state, directory
-
-
-def _start_or_resume(
-    client: MlflowClient,
-    config: ExperimentConfig,
-    plan: SweepPlan,
-    sweep_root: Path,
-    config_yaml: str,
-    tracking_uri: str,
-    resumed: tuple[SweepState, Path] | None,
-) -> tuple[SweepState, Path]:
-    """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
-    if resumed is not None:
-        state, directory = resumed
-        client.update_run(state.parent_run_id, status=records.RUNNING)
-        return state, directory
-    experiment_id = ensure_experiment(client, config.name)
-    sweep_id = SweepState.new_id()
-    parent_run_id = open_parent_run(client, experiment_id, config, plan, sweep_id)
-    digest = SweepState.digest(config_yaml)
-    state = SweepState(
-        sweep_id, config.name, experiment_id, parent_run_id, tracking_uri, digest, time.ctime()
-    )
-    directory = SweepState.new_directory(sweep_root, sweep_id)
-    state.save(directory, config_yaml)
     return state, directory
 
 
@@ -486,6 +358,7 @@ def _fit(
     # driver loses at most a second of bookkeeping; at this size the snapshots cost nothing worth a warning.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # JSON only (see tuning.build_tuner)
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)

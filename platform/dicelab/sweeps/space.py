@@ -497,12 +497,17 @@ def _one_metric(search_metric: str, train_metric: str, source: str) -> str:
     return search_metric
 
 
+def parse_search(config: ExperimentConfig, source: str = "<config>") -> SearchConfig:
+    """The `search:` section against its schema only (no trial config is built: no torch import)."""
+    if config.search is None:
+        raise ConfigError(f"{source}: a sweep config needs a search: section (see docs: sweeps)")
+    return _parse(config.search, source)
+
+
 def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     """Parse and check the `search:` section and validate every trial configuration it can produce
     (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
-    if config.search is None:
-        raise ConfigError(f"{source}: a sweep config needs a search: section (see docs: sweeps)")
-    search = _parse(config.search, source)
+    search = parse_search(config, source)
     try:
         branches, loss_dimension = _branches(search)
     except ConfigError as error:

@@ -1,7 +1,8 @@
 """The Ray Tune trainable: a sweep trial is `run_trial`, as in `dicelab trial`, plus a Tune reporter.
 
-- Each evaluation is reported to Tune with a checkpoint of the full training state, so a crashed trial is
-  retried from its last evaluation (`search.max_failures`) and an interrupted sweep resumes (`--resume`).
+- Each evaluation is reported to Tune, with a checkpoint of the full training state once
+  `search.checkpoint_interval_s` has passed since the last one, so a crashed trial is retried from its last
+  checkpoint (`search.max_failures`) and an interrupted sweep resumes (`--resume`).
 - The trial's MLflow child run is found by its tags (sweep id + trial id) before it is created, so retries
   and resumes reopen the same run.
 - Deterministic failures are recorded and not retried: a non-finite loss (`TrialFailed`) or a user error
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,15 +100,18 @@ def trial_config(context: SweepContext, point: Point) -> tuple[ExperimentConfig,
 
 
 class TuneReporter(Reporter):
-    """Reports each evaluation to Tune (metrics + a checkpoint of the training state).
+    """Reports each evaluation to Tune: its metrics, with a checkpoint of the training state when
+    `checkpoint_interval_s` has passed since the trial's start or its last checkpoint (0: every time).
 
     When Tune stops the trial (ASHA), `tune.report` raises SystemExit to end the trial's thread; it is let
     through, so the thread ends at once (Tune reuses the worker for the next trial only then).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint_interval_s: float = 0.0) -> None:
         self.stopped = False
         self.degenerate: str | None = None  # set before the last report when the trial's best was degenerate
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.last_checkpoint = time.monotonic()
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
         result: dict[str, Any] = {
@@ -118,13 +123,17 @@ class TuneReporter(Reporter):
             result[DEGENERATE_RESULT] = True
         result.update(evaluation.train_metrics)
         result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
-        with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
-            torch.save(evaluation.state(), Path(directory) / STATE_FILE)
-            try:
+        try:
+            if time.monotonic() - self.last_checkpoint < self.checkpoint_interval_s:
+                tune.report(result)
+                return
+            with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
+                torch.save(evaluation.state(), Path(directory) / STATE_FILE)
                 tune.report(result, checkpoint=tune.Checkpoint.from_directory(directory))
-            except SystemExit:
-                self.stopped = True
-                raise
+            self.last_checkpoint = time.monotonic()
+        except SystemExit:
+            self.stopped = True
+            raise
 
     @staticmethod
     def report_failure(metric: str) -> None:
@@ -242,7 +251,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     if run_id is None:
         return
     reporter = TrialReporter(
-        TuneReporter(),
+        TuneReporter(context.plan.search.checkpoint_interval_s),
         MlflowReporter(
             context.tracking_uri,
             context.sweep_name,

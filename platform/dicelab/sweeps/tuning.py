@@ -7,6 +7,7 @@ from typing import Any
 
 from ray import tune
 from ray.tune.experiment import Trial
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Repeater, Searcher
 
@@ -104,8 +105,11 @@ def build_tuner(
             storage_path=str(directory.parent),
             failure_config=tune.FailureConfig(max_failures=search.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            # last: it reports a full storage after the other callbacks' last lines
-            callbacks=[*callbacks, StateKeeper(directory, plan.source)],
+            # Of Tune's loggers only the JSON one (the driver sets TUNE_DISABLE_AUTO_CALLBACK_LOGGERS): its
+            # result.json is what the ResultGrid reads; CSV repeats it, and TensorBoard's writer cost the
+            # driver a second of CPU per sweep minute. StateKeeper last: it reports a full storage after the
+            # other callbacks' last lines.
+            callbacks=[*callbacks, JsonLoggerCallback(), StateKeeper(directory, plan.source)],
             verbose=0,
         ),
     )

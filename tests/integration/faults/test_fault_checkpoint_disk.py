@@ -49,6 +49,7 @@ def test_a_full_checkpoint_disk_fails_clearly_and_the_sweep_resumes(
             "max_concurrent": 1,
             "max_failures": 1,
             "storage": str(storage),
+            "checkpoint_interval_s": 0,  # a checkpoint per evaluation: the disk fills with them
         },
         train={"epochs": EPOCHS},
         data={"synthetic": {"n_train": 256, "n_dev": 64}},  # a second or more per epoch

@@ -15,41 +15,17 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from dicelab.sweeps.local_ray import _descendants, start_time
 from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 EPOCHS = 6
-PROC = Path("/proc")
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-
-
-def _group_node_ids(group: int) -> set[str]:
-    """The Ray node ids in the environments of the processes of a process group (the driver's cluster)."""
-    found = set()
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == group:
-                    found.add(_environ(int(entry.name)).get("RAY_NODE_ID"))
-            except ProcessLookupError:
-                continue
-    return found - {None}
-
-
-def _processes_of(node_ids: set[str]) -> list[int]:
-    found = []
-    for entry in PROC.iterdir():
-        if entry.name.isdigit() and _environ(int(entry.name)).get("RAY_NODE_ID") in node_ids:
-            found.append(int(entry.name))
-    return found
+def _alive(processes: set[tuple[int, int | None]]) -> list[int]:
+    """The pids of `processes` ((pid, start time)) still running: a reused pid is another process."""
+    return sorted(pid for pid, started in processes if started is not None and start_time(pid) == started)
 
 
 @pytest.fixture
@@ -79,16 +55,19 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_and_resume_finishes(tmp_path
     driver = local_tools.start(["sweep", str(config)], tmp_path)
     try:
         local_tools.wait_until(one_finished_one_running, 400, "a finished and a running trial", driver)
-        node_ids = _group_node_ids(driver.popen.pid)
-        assert node_ids, "no Ray process found in the driver's process group"
+        # The driver's descendants: its Ray cluster (GCS, raylet, agents, the trial's worker) and watchdog.
+        # By ancestry, not by the RAY_NODE_ID in their environment: a process that sets its title (Ray's
+        # agents and workers do) may overwrite what /proc shows of its environment.
+        cluster = {(pid, start_time(pid)) for pid in _descendants(driver.popen.pid)}
+        assert len(cluster) >= 4, f"the driver's Ray processes were not found: {cluster}"
         os.kill(driver.popen.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` does
         driver.popen.wait(timeout=60)
         killed_at = time.monotonic()
         # before the fix, ray::DashboardAgent and ray::RuntimeEnvAgent stayed alive for good
         deadline = killed_at + 60
-        while _processes_of(node_ids) and time.monotonic() < deadline:
+        while _alive(cluster) and time.monotonic() < deadline:
             time.sleep(0.5)
-        left = _processes_of(node_ids)
+        left = _alive(cluster)
         cleaned_s = time.monotonic() - killed_at
     finally:
         driver.stop()

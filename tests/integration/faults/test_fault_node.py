@@ -47,6 +47,7 @@ def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fa
             "space": {"loss.name": {"grid": ["ce"]}},
             "max_concurrent": 2,
             "max_failures": 1,
+            "checkpoint_interval_s": 0,  # a checkpoint per evaluation: the moved trial continues from one
         },
         train={"epochs": EPOCHS},
         data={"synthetic": {"n_train": 1024, "n_dev": 64}},  # one to two seconds per epoch

@@ -1,0 +1,191 @@
+"""A sweep's MLflow parent run: opened with the sweep's config, versions and commit; closed with trial counts
+and the best metric; its trials' run names labelled with their results; the sweep's closing lines.
+
+Imported by the driver's set-up thread, not at the driver's start: MLflow's import (a second on 2 cores)
+would otherwise delay Ray's start.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, Run, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+from rich.console import Console
+
+from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
+from dicelab.sweeps import records
+from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan
+from dicelab.sweeps.state import SweepState
+from dicelab.tracking import conventions as names
+from dicelab.tracking import ensure_experiment, links
+
+VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
+
+
+def swept_keys(plan: SweepPlan) -> list[str]:
+    keys = [LOSS_KEY] if any(branch.loss is not None for branch in plan.branches) else []
+    for branch in plan.branches:
+        keys += [key for key in [*branch.dimensions, *branch.tied] if key not in keys]
+    if plan.seeds is not None or plan.racing is not None:
+        keys.append(SEED_KEY)
+    return keys
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in VERSIONED_PACKAGES:
+        try:
+            found[f"version.{package}"] = version(package)
+        except PackageNotFoundError:
+            found[f"version.{package}"] = "not installed"
+    return found
+
+
+def open_parent_run(
+    client: MlflowClient, experiment_id: str, config: ExperimentConfig, plan: SweepPlan, sweep_id: str
+) -> str:
+    keys = swept_keys(plan)
+    search = plan.search
+    params = {key: value for key, value in flatten_config(config).items() if key not in keys}
+    params |= {
+        "search.algorithm": search.algorithm,
+        "search.scheduler": search.scheduler.name,
+        "search.trials": plan.num_trials,
+        "search.keys": ",".join(keys),
+        "search.seeds": search.seeds,
+        **({f"search.racing.{k}": v for k, v in search.racing.model_dump().items()} if search.racing else {}),
+        "search.metric": search.metric,
+        **_versions(),
+    }
+    tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
+    if search.racing is not None:
+        tags[names.RACE_TEST] = search.racing.test
+    commit = _git_commit()
+    if commit:
+        tags[names.GIT_COMMIT] = commit
+    run = client.create_run(
+        experiment_id, run_name=f"{config.name} {time.strftime('%Y-%m-%d %H:%M')}", tags=tags
+    )
+    items = [Param(key, records.clip(value, 6000)) for key, value in params.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(run.info.run_id, params=items[start : start + 100])
+    client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
+    return run.info.run_id
+
+
+def close_parent_run(
+    client: MlflowClient, state: SweepState, runs: list[Run], metric: str, interrupted: bool
+) -> Counter[str]:
+    """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
+    outcomes = Counter(records.outcome_of(run) for run in runs)
+    values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
+    best = best_run(runs, metric)
+    if best is not None:
+        values[names.best_metric(metric)] = best.data.metrics[names.best_metric(metric)]
+    now = int(time.time() * 1000)
+    client.log_batch(
+        state.parent_run_id,
+        metrics=[Metric(key, value, now, 0) for key, value in values.items()],
+        tags=[RunTag(names.PRIMARY_METRIC, metric)],
+    )
+    succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
+    status = records.KILLED if interrupted else records.FINISHED if succeeded else records.FAILED
+    client.set_terminated(state.parent_run_id, status=status)
+    return outcomes
+
+
+def best_run(runs: list[Run], metric: str) -> Run | None:
+    """The run with the highest best_dev_<metric> (every dev metric is a score: higher is better)."""
+    key = names.best_metric(metric)
+    scored = [run for run in runs if key in run.data.metrics]
+    if not scored:
+        return None
+    return max(scored, key=lambda run: run.data.metrics[key])
+
+
+RESULT_SEPARATOR = " · "
+
+
+def label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:
+    """Each trial's run name gets its result, "dsc alpha=0.5 seed=1 · f1 0.6235" (or "· failed", ...): the
+    MLflow UI's runs table shows names but no metric column until one is chosen. Idempotent on --resume."""
+    key = names.best_metric(metric)
+    for run in runs:
+        base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
+        outcome = run.data.tags.get(names.OUTCOME)
+        if run.info.status == records.KILLED:
+            result = "interrupted"
+        elif outcome in (names.COMPLETED, names.EARLY_STOPPED) and key in run.data.metrics:
+            result = f"{metric} {run.data.metrics[key]:.4f}"
+            result += " early stopped" if outcome == names.EARLY_STOPPED else ""
+            result += " degenerate" if names.DEGENERATE in run.data.tags else ""
+        else:
+            result = (outcome or run.info.status.lower()).replace("_", " ")
+        name = f"{base}{RESULT_SEPARATOR}{result}"
+        if name != run.info.run_name:
+            client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)
+
+
+def print_closing(
+    console: Console, state: SweepState, runs: list[Run], outcomes: Counter[str], metric: str, uri: str
+) -> None:
+    """The sweep's last lines: what happened, the best trial, and how to look at it."""
+    counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "none ran"
+    lines = [f"trials: {counts}"]
+    best = best_run(runs, metric)
+    if best is not None:
+        key = names.best_metric(metric)
+        label = (best.info.run_name or "").split(RESULT_SEPARATOR)[0]
+        lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
+    if uri.startswith(("http://", "https://")):
+        lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
+    else:
+        lines.append(f"UI:     dicelab ui --experiment {state.name}  (its trials, best {metric} first)")
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def end_running_trials(client: MlflowClient, state: SweepState, config_path: str, why: str) -> None:
+    """Trials stop with the driver: their runs must not stay RUNNING in the UI (--resume reopens them)."""
+    runs = records.trial_runs(client, state.experiment_id, state.sweep_id)
+    records.mark_interrupted(client, runs, f"{why}; continue with: dicelab sweep {config_path} --resume")
+
+
+def start_or_resume(
+    client: MlflowClient,
+    config: ExperimentConfig,
+    plan: SweepPlan,
+    sweep_root: Path,
+    config_yaml: str,
+    tracking_uri: str,
+    resumed: tuple[SweepState, Path] | None,
+) -> tuple[SweepState, Path]:
+    """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
+    if resumed is not None:
+        state, directory = resumed
+        client.update_run(state.parent_run_id, status=records.RUNNING)
+        return state, directory
+    experiment_id = ensure_experiment(client, config.name)
+    sweep_id = SweepState.new_id()
+    parent_run_id = open_parent_run(client, experiment_id, config, plan, sweep_id)
+    digest = SweepState.digest(config_yaml)
+    state = SweepState(
+        sweep_id, config.name, experiment_id, parent_run_id, tracking_uri, digest, time.ctime()
+    )
+    directory = SweepState.new_directory(sweep_root, sweep_id)
+    state.save(directory, config_yaml)
+    return state, directory
