@@ -119,3 +119,14 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
         evaluations_lost=lost,
         seconds_to_recover=f"{recover_s:.0f} (resume)",
     )
+
+
+def test_a_registry_error_found_while_ray_starts_is_one_line_and_leaves_nothing(tmp_path, sweep_tools):
+    """Ray starts beside the registry checks (see sweeps.driver): an unknown loss still ends the sweep with
+    exit code 2 and one line, with no store or parent run created, and Ray is shut down."""
+    config = sweep_tools.write_sweep(tmp_path, "it-bad-loss", {"space": {"loss.name": {"grid": ["ce"]}}})
+    done = sweep_tools.run(["sweep", str(config), "--set", "loss.name=cee"], tmp_path, timeout_s=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "config key 'loss.name': unknown loss 'cee'" in lines[0], done.stderr
+    assert not (tmp_path / ".dicelab").exists()
