@@ -7,8 +7,8 @@
 Overhead: 8 trials (4 learning rates x 2 seeds) of one fixed workload (tiny-bert on 1,500 synthetic pairs,
 12 epochs: about 12 s per trial, two trials at a time on 2 cores), each way timed end to end as a fresh
 process:
-- sweep:    `dicelab sweep` at its defaults (local Ray, Tune, checkpoints every `search.checkpoint_interval_s`,
-            MLflow parent + child runs),
+- sweep:    `dicelab sweep` at its defaults (local Ray, Tune, checkpoints every
+            `search.checkpoint_interval_s`, MLflow parent + child runs),
 - plain:    the same 8 `run_trial` calls with the same MLflow reporter in a pool of 2 worker processes,
 - hf:       `Trainer.hyperparameter_search(backend="ray")`, same model size, data, space and epochs.
 sweep and plain alternate (--repeats pairs, each in a fresh directory and MLflow store). Each is split into
