@@ -123,7 +123,8 @@ class SearchConfig(SpaceBlock):
     max_failures: int = Field(1, ge=0)  # retries of a crashed trial, each from its last checkpoint
     # A trial checkpoints with an evaluation once this many seconds have passed since its last checkpoint
     # (0: with every evaluation). Evaluations minutes apart are all checkpointed; second-long ones are not
-    # each worth a save and Tune's bookkeeping of it. A crashed trial redoes at most this much training.
+    # each worth a save and Tune's bookkeeping of it. A crashed trial redoes the training since its last
+    # checkpoint: up to this interval plus the time between two evaluations.
     checkpoint_interval_s: float = Field(10.0, ge=0.0)
     storage: str | None = None  # Tune results and checkpoints; None: <cwd>/.dicelab/ray_results
 
