@@ -2,10 +2,11 @@
 run the trials through Ray Tune, and close the parent run with a summary.
 
 Start-up is a critical path of seconds on a small machine, so it is arranged around Ray's start (its
-processes take seconds to come up, mostly waiting): only the config's schema, the --resume checks and an
-MLflow server's health come before it; the registry checks, the sweep plan, the store and parent run, the
-inputs and Tune's imports run in a set-up thread meanwhile. This module's own imports stay light for the
-same reason (MLflow and Tune are imported by the set-up thread: 1.5 s less before Ray starts).
+processes take seconds to come up, mostly waiting): only the config's schema and the sweep's outline,
+the --resume checks and an MLflow server's health come before it; the registry checks, the trials'
+configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile, and a
+local Ray's prestarted workers import the trials' modules (`warm_workers`). This module's own imports stay
+light for the same reason (MLflow and Tune are imported by the set-up thread: 1.5 s less before Ray starts).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError
-from dicelab.sweeps import local_ray
-from dicelab.sweeps.schema import SearchConfig
-from dicelab.sweeps.space import SweepPlan, parse_search, plan_sweep
+from dicelab.sweeps import local_ray, warm_workers
+from dicelab.sweeps.space import SweepPlan, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
 from dicelab.tracking import conventions as names
@@ -52,15 +52,14 @@ class SweepOptions:
 # Config
 
 
-def load_sweep_config(options: SweepOptions) -> tuple[ExperimentConfig, SearchConfig]:
-    """The config and its search section, schema-checked (the registry checks come with `plan_sweep`)."""
+def load_sweep_config(options: SweepOptions) -> tuple[ExperimentConfig, SweepPlan]:
+    """The config and its sweep's outline, schema-checked (the registry checks come with `check_trials`)."""
     overrides = list(options.overrides)
     if options.name:
         overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
     config = read_config(options.config, overrides)
-    search = parse_search(config, options.config)
-    _absolute_paths(config)
-    return config, search
+    _absolute_paths(config)  # before the outline: its trials' configs start from this one
+    return config, outline_sweep(config, options.config)
 
 
 def _absolute_paths(config: ExperimentConfig) -> None:
@@ -77,9 +76,10 @@ def _absolute_paths(config: ExperimentConfig) -> None:
 # Ray
 
 
-def connect_ray(address: str | None) -> None:
+def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
-    this driver (see `local_ray`)."""
+    this driver (see `local_ray`), whose prestarted workers import the trials' modules when the outlined
+    sweep's first trials take all of them (see `warm_workers`)."""
     import ray
 
     import dicelab
@@ -90,9 +90,11 @@ def connect_ray(address: str | None) -> None:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        # Ray starts one worker per CPU twice: with the raylet (for no job) and for this driver's job, whose
-        # workers host the trials. The first set is idle CPU and memory here: only the second is started.
-        system = {"enable_worker_prestart": False}
+        # Ray prestarts one worker per CPU twice: when the raylet starts (off here: idle CPU and memory) and
+        # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
+        system: dict[str, Any] = {"enable_worker_prestart": False}
+        if outline is not None:
+            system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
         ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
@@ -169,8 +171,8 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     import ray
 
     console = console or Console()
-    config, search = load_sweep_config(options)
-    storage = search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
+    config, outline = load_sweep_config(options)
+    storage = outline.search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
     sweep_root = Path(storage).expanduser().resolve() / config.name
     config_yaml = config_to_yaml(config)
     tracking_uri = resolve_tracking_uri(options.tracking_uri, config)
@@ -185,7 +187,8 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         from dicelab.experiment import check_experiment
 
         check_experiment(config, options.config)
-        return plan_sweep(config, options.config)
+        check_trials(outline)
+        return outline
 
     def set_up(plan: SweepPlan) -> list[tuple[str, ExperimentConfig, Any]]:
         """Everything but Ray before the trials: the store, the parent run, the inputs, Tune's imports."""
@@ -212,7 +215,7 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
             checking = pool.submit(check)
             setting_up = pool.submit(lambda: set_up(checking.result()))
-            connect_ray(options.address)
+            connect_ray(options.address, outline)
             plan = checking.result()
             built = setting_up.result()
         client, state, directory = opened[0]
@@ -359,6 +362,7 @@ def _fit(
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # JSON only (see tuning.build_tuner)
+    warm_workers.bare_trial_actors()
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)

@@ -263,6 +263,13 @@ class SweepPlan:
         return len(self.points())
 
     @property
+    def trials_at_start(self) -> int:
+        """Trials the sweep can run before any has a result: all of them, but a race's first seeds only."""
+        if self.racing is not None:
+            return min(self.num_trials, self.num_configurations * self.racing.min_seeds)
+        return self.num_trials
+
+    @property
     def num_configurations(self) -> int:
         """Trials without the seed repetition."""
         if self.search.algorithm == "optuna":
@@ -504,9 +511,9 @@ def parse_search(config: ExperimentConfig, source: str = "<config>") -> SearchCo
     return _parse(config.search, source)
 
 
-def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
-    """Parse and check the `search:` section and validate every trial configuration it can produce
-    (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
+def outline_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
+    """The sweep's plan with its `search:` section checked, before any trial configuration is validated
+    (no registry lookup, no torch import: milliseconds, so the driver has it before Ray starts)."""
     search = parse_search(config, source)
     try:
         branches, loss_dimension = _branches(search)
@@ -517,8 +524,20 @@ def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     base["train"]["metric"] = _one_metric(search.metric, config.train.metric, source)
     plan = SweepPlan(search, base, branches, loss_dimension, source)
     _check_combinations(search, plan, config, source)
+    return plan
+
+
+def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
+    """Parse and check the `search:` section and validate every trial configuration it can produce
+    (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
+    plan = outline_sweep(config, source)
+    check_trials(plan)
+    return plan
+
+
+def check_trials(plan: SweepPlan) -> None:
+    """Validate every trial configuration the plan can produce (`plan_sweep`'s second half)."""
     for point in plan.probe_points():
         plan.trial_config(
             point if plan.racing is None else plan.race_seed_point(point, plan.racing.first_seed)
         )
-    return plan
