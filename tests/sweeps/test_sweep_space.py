@@ -346,3 +346,51 @@ def test_each_trial_config_is_validated_once(monkeypatch):
     assert len(calls) == 4
     configs[0].train.num_threads = 3  # a caller's change stays its own
     assert plan.trial_config(plan.points()[0]).train.num_threads is None
+
+
+# -- the outline the driver has before Ray starts --------------------------------------------------------
+
+
+def test_the_outline_checks_the_search_section_but_validates_no_trial(monkeypatch):
+    import dicelab.sweeps.space as space
+    from dicelab.sweeps.space import check_trials, outline_sweep
+
+    config = experiment_from_dict(
+        sweep({"space": {"loss.alpha": {"grid": [0.3, -0.5]}}}, loss={"name": "tversky"}), "sweep.yaml"
+    )
+    calls = []
+    validate = space.experiment_from_dict
+    monkeypatch.setattr(space, "experiment_from_dict", lambda *a, **k: calls.append(1) or validate(*a, **k))
+    outline = outline_sweep(config, "sweep.yaml")  # the bad alpha is a trial config's error: not seen yet
+    assert calls == [] and outline.num_trials == 2
+    with pytest.raises(ConfigError, match="search point"):
+        check_trials(outline)
+    # a search section's own errors are the outline's, with the same one-line message as plan_sweep's
+    bad = experiment_from_dict(sweep({"algorithm": "random"}), "sweep.yaml")
+    with pytest.raises(ConfigError, match=r"^sweep.yaml: config key 'search.num_samples'"):
+        outline_sweep(bad, "sweep.yaml")
+
+
+RACE = {"min_seeds": 2, "budget": 5}
+
+
+@pytest.mark.parametrize(
+    ("search", "at_start", "most"),
+    [
+        ({"space": {"train.learning_rate": {"grid": [1e-3, 2e-3, 3e-3]}}, "seeds": [1, 2]}, 6, 6),
+        ({**RANDOM, "algorithm": "optuna", "num_samples": 3}, 6, 6),  # samples x seeds, proposed as they run
+        (  # a race starts every configuration on its first min_seeds; more seeds only where undecided
+            {"space": {"train.learning_rate": {"grid": [1e-3, 2e-3, 3e-3]}}, "racing": {"min_seeds": 3}},
+            9,
+            30,
+        ),
+        (
+            {"space": {"loss.name": {"grid": ["ce", "dice"]}}, "racing": RACE},
+            4,
+            5,
+        ),
+    ],
+)
+def test_trials_at_start_counts_what_can_run_before_any_result(search, at_start, most):
+    plan = plan_of(search)
+    assert (plan.trials_at_start, plan.num_trials) == (at_start, most)

@@ -1,0 +1,96 @@
+"""A sweep's trials take the workers its private local Ray prestarted, with the trial module imported, even
+when Tune's placement groups took every CPU a while before the actors came (when Ray's idle-worker killer
+used to end them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+# Run in its own process: it starts (and stops) a private local Ray the way `dicelab sweep` does.
+PROBE = textwrap.dedent(
+    """
+    import json, sys, time
+
+    import psutil
+    import ray
+    from ray.tune.execution.class_cache import _ActorClassCache
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from dicelab.experiment import experiment_from_dict
+    from dicelab.sweeps import local_ray, warm_workers
+    from dicelab.sweeps.driver import connect_ray
+    from dicelab.sweeps.space import outline_sweep
+
+    cpus = warm_workers.local_cpus()
+    config = experiment_from_dict(
+        {
+            "name": "warm",
+            "data": {"source": "synthetic_pairs"},
+            "search": {"space": {"train.seed": {"grid": list(range(cpus))}}},
+        },
+        "warm.yaml",
+    )
+    connect_ray(None, outline_sweep(config, "warm.yaml"))
+    warm_workers.bare_trial_actors()
+
+
+    class Probe:
+        def __init__(self):
+            self.warm = "dicelab.sweeps.trainable" in sys.modules  # by name: importing nothing of dicelab
+
+        def where(self):
+            return {"warm": self.warm, "started": psutil.Process().create_time()}
+
+
+    try:
+        groups = [placement_group([{"CPU": 1}]) for _ in range(cpus)]
+        ray.get([group.ready() for group in groups])
+        time.sleep(2.0)  # every CPU reserved, no actor yet: the window in which idle workers were killed
+        asked = time.time()
+        remote = _ActorClassCache().get(Probe)  # as Tune makes its trial actors (its runtime env included)
+        actors = [
+            remote.options(num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(group)).remote()
+            for group in groups
+        ]
+        print(json.dumps({"asked": asked, "actors": ray.get([actor.where.remote() for actor in actors])}))
+    finally:
+        ray.shutdown()
+        local_ray.release()
+    """
+)
+
+
+def test_trials_take_the_prestarted_workers_with_the_trial_module_imported(tmp_path, ray_env):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    popen = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=ray_env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = popen.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGKILL)
+        raise
+    assert popen.returncode == 0, stderr[-3000:]
+    found = json.loads(stdout.strip().splitlines()[-1])
+    for actor in found["actors"]:
+        # a worker Ray started for the actor would be younger than the request, and would import the
+        # trial module only when the trial's own code does
+        assert actor["started"] < found["asked"] - 1.0, found
+        assert actor["warm"], found
