@@ -1,7 +1,7 @@
 """Trial workers that are ready when Tune asks for them (a private local Ray).
 
 Ray prestarts one Python worker per CPU when the driver connects, and gives an idle worker to a new actor
-only when their runtime environments match. Two things follow:
+only when their runtime environments match. Three things follow:
 - Tune gives every trial actor a runtime env (`PL_DISABLE_FORK=1`, a PyTorch Lightning switch; dicelab does
   not use Lightning), so no trial could take a prestarted worker: Ray killed them and started new ones
   (measured: 0.90 s to an actor's first call instead of 0.17 s). `bare_trial_actors` drops that variable,
