@@ -331,8 +331,14 @@ class SweepTools:
         self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess:
         """`dicelab ARGS`, to the end; on timeout its whole process group (a local Ray included) is killed."""
+        return self.run_command([str(BIN / "dicelab"), *args], cwd, timeout_s, env)
+
+    def run_command(
+        self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """A command, to the end, in its own process group: on timeout the whole group is killed."""
         popen = subprocess.Popen(
-            [str(BIN / "dicelab"), *args],
+            args,
             env=env or self.env,
             cwd=cwd,
             stdout=subprocess.PIPE,
@@ -346,7 +352,7 @@ class SweepTools:
             os.killpg(popen.pid, signal.SIGKILL)
             stdout, stderr = popen.communicate()
             raise AssertionError(
-                f"dicelab {' '.join(args)} timed out after {timeout_s}s:\n{stdout}\n{stderr}"
+                f"{' '.join(args)} timed out after {timeout_s}s:\n{stdout}\n{stderr}"
             ) from None
         return subprocess.CompletedProcess(popen.args, popen.returncode, stdout, stderr)
 

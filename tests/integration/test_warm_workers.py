@@ -5,9 +5,6 @@ used to end them)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import textwrap
 
@@ -70,25 +67,12 @@ PROBE = textwrap.dedent(
 )
 
 
-def test_trials_take_the_prestarted_workers_with_the_trial_module_imported(tmp_path, ray_env):
+def test_trials_take_the_prestarted_workers_with_the_trial_module_imported(tmp_path, sweep_tools):
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    popen = subprocess.Popen(
-        [sys.executable, str(script)],
-        env=ray_env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = popen.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(popen.pid, signal.SIGKILL)
-        raise
-    assert popen.returncode == 0, stderr[-3000:]
-    found = json.loads(stdout.strip().splitlines()[-1])
+    done = sweep_tools.run_command([sys.executable, str(script)], tmp_path, timeout_s=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
     for actor in found["actors"]:
         # a worker Ray started for the actor would be younger than the request, and would import the
         # trial module only when the trial's own code does
