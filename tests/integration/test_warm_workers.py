@@ -59,7 +59,9 @@ PROBE = textwrap.dedent(
             remote.options(num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(group)).remote()
             for group in groups
         ]
-        print(json.dumps({"asked": asked, "actors": ray.get([actor.where.remote() for actor in actors])}))
+        system = ray._private.worker._global_node._config  # what the private Ray was started with
+        actors = ray.get([actor.where.remote() for actor in actors])
+        print(json.dumps({"asked": asked, "actors": actors, "system": system}))
     finally:
         ray.shutdown()
         local_ray.release()
@@ -78,3 +80,6 @@ def test_trials_take_the_prestarted_workers_with_the_trial_module_imported(tmp_p
         # trial module only when the trial's own code does
         assert actor["started"] < found["asked"] - 1.0, found
         assert actor["warm"], found
+    # no dashboard on the private Ray, so no metrics collected either (CPU the trials keep)
+    assert found["system"]["enable_metrics_collection"] is False, found["system"]
+    assert found["system"]["enable_worker_prestart"] is False, found["system"]
