@@ -92,8 +92,8 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         # Ray prestarts one worker per CPU twice: when the raylet starts (off here: idle CPU and memory) and
         # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
-        # No dashboard here, so nothing reads Ray's metrics: not collecting them takes ~40% of the dashboard
-        # agent's CPU off the cores the trials use (README, performance).
+        # No dashboard here, so nothing reads Ray's metrics: not collecting them takes about a third of the
+        # dashboard agent's CPU off the cores the trials use (README, performance).
         system: dict[str, Any] = {"enable_worker_prestart": False, "enable_metrics_collection": False}
         if outline is not None:
             system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
