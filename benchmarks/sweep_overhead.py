@@ -14,6 +14,7 @@ process:
 sweep and plain alternate (--repeats pairs, each in a fresh directory and MLflow store). Each is split into
 start-up (launch to the first trial's MLflow run), trials (first run's start to last run's end) and shut-down,
 from the runs' recorded start and end times: where the extra seconds go. Goal: sweep / plain <= 1.05.
+`--concurrent 1` runs one trial at a time both ways, leaving a core to Ray's processes and the driver.
 
 Packing: the same sweep as 2 trials x 1 thread (search.resources.cpu 1, the default) and as 1 trial x
 2 threads (cpu 2; a trial's torch threads follow its CPUs), alternating --repeats times: trial-epochs per
@@ -53,19 +54,20 @@ SEEDS = [1, 2]
 CONCURRENT = 2
 
 
-def sweep_config(name: str, search: dict[str, Any], epochs: int, **changes: dict[str, Any]) -> dict[str, Any]:
+def sweep_config(
+    name: str, search: dict[str, Any], epochs: int, concurrent: int = CONCURRENT, **changes: dict[str, Any]
+) -> dict[str, Any]:
     config = {"name": name, **json.loads(json.dumps(WORKLOAD))}
     config["train"]["epochs"] = epochs
     for section, values in changes.items():
         config[section] = {**config.get(section, {}), **values}
-    config["search"] = {"resources": {"cpu": 1}, "max_concurrent": CONCURRENT, **search}
+    config["search"] = {"resources": {"cpu": 1}, "max_concurrent": concurrent, **search}
     return config
 
 
-def overhead_config(epochs: int) -> dict[str, Any]:
-    return sweep_config(
-        "bench-overhead", {"space": {"train.learning_rate": {"grid": LEARNING_RATES}}, "seeds": SEEDS}, epochs
-    )
+def overhead_config(epochs: int, concurrent: int = CONCURRENT) -> dict[str, Any]:
+    space = {"space": {"train.learning_rate": {"grid": LEARNING_RATES}}, "seeds": SEEDS}
+    return sweep_config("bench-overhead", space, epochs, concurrent)
 
 
 def timed(args: list[str], cwd: Path) -> float:
@@ -132,7 +134,8 @@ def run_plain(config_path: Path) -> None:
     uri = default_tracking_uri()
     check_tracking(uri)
     inputs = prepare_inputs(configs[0])
-    with ProcessPoolExecutor(CONCURRENT, mp_context=get_context("spawn")) as pool:
+    at_once = plan.search.max_concurrent or CONCURRENT  # as many trials at once as the sweep runs
+    with ProcessPoolExecutor(at_once, mp_context=get_context("spawn")) as pool:
         jobs = [pool.submit(_plain_trial, config_to_dict(config), inputs, uri) for config in configs]
         print(json.dumps({"f1": [job.result() for job in jobs]}))
 
@@ -206,7 +209,7 @@ def run_hf(config_path: Path) -> None:
         direction="maximize",
         backend="ray",
         resources_per_trial={"cpu": 1},
-        max_concurrent_trials=CONCURRENT,
+        max_concurrent_trials=config.search.max_concurrent or CONCURRENT,
         storage_path=str(Path.cwd() / "hf_ray_results"),
         verbose=0,
     )
@@ -252,7 +255,9 @@ def asha_part(workdir: Path, epochs: int) -> dict[str, Any]:
     return results
 
 
-def overhead_part(workdir: Path, epochs: int, repeats: int, with_hf: bool) -> dict[str, Any]:
+def overhead_part(
+    workdir: Path, epochs: int, repeats: int, with_hf: bool, concurrent: int = CONCURRENT
+) -> dict[str, Any]:
     """plain and sweep alternate `repeats` times (each in its own directory and MLflow store)."""
     me = str(Path(__file__).resolve())
     env_python = str(BIN / "python")
@@ -266,7 +271,7 @@ def overhead_part(workdir: Path, epochs: int, repeats: int, with_hf: bool) -> di
             directory = workdir / f"overhead-{repeat}-{name}"
             directory.mkdir()
             path = directory / "overhead.yaml"
-            path.write_text(yaml.safe_dump(overhead_config(epochs)))
+            path.write_text(yaml.safe_dump(overhead_config(epochs, concurrent)))
             launched, exited, seconds = timed_span([*command, str(path)], directory)
             runs[name].append(
                 {"wall_s": round(seconds, 1), **phases(directory, experiment, launched, exited)}
@@ -316,6 +321,12 @@ def main() -> None:
     parser.add_argument(
         "--no-hf", action="store_true", help="overhead: leave out Trainer.hyperparameter_search"
     )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=CONCURRENT,
+        help="overhead: trials at once, both ways (1 leaves a core to Ray and the driver)",
+    )
     parser.add_argument("--asha-epochs", type=int, default=10, help="asha: epochs per trial")
     parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
@@ -330,7 +341,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dicelab-bench-") as tmp:
         workdir = Path(tmp)
         if args.part in ("overhead", "all"):
-            report["overhead"] = overhead_part(workdir, args.epochs, args.repeats, not args.no_hf)
+            report["overhead"] = overhead_part(
+                workdir, args.epochs, args.repeats, not args.no_hf, args.concurrent
+            )
         if args.part in ("packing", "all"):
             report["packing"] = packing_part(workdir, args.epochs, args.repeats)
         if args.part in ("asha", "all"):
