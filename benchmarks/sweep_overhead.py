@@ -15,6 +15,8 @@ sweep and plain alternate (--repeats pairs, each in a fresh directory and MLflow
 start-up (launch to the first trial's MLflow run), trials (first run's start to last run's end) and shut-down,
 from the runs' recorded start and end times: where the extra seconds go. Goal: sweep / plain <= 1.05.
 `--concurrent 1` runs one trial at a time both ways, leaving a core to Ray's processes and the driver.
+`--compare-malloc` adds a third way to each repeat: the sweep with glibc's default malloc arenas in its
+workers (`MALLOC_ARENA_MAX` at glibc's own limit), i.e. without `dicelab.sweeps.trial_env`.
 
 Packing: the same sweep as 2 trials x 1 thread (search.resources.cpu 1, the default) and as 1 trial x
 2 threads (cpu 2; a trial's torch threads follow its CPUs), alternating --repeats times: trial-epochs per
@@ -74,10 +76,10 @@ def timed(args: list[str], cwd: Path) -> float:
     return timed_span(args, cwd)[2]
 
 
-def timed_span(args: list[str], cwd: Path) -> tuple[float, float, float]:
+def timed_span(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Run a command that must succeed: (clock time at launch, clock time at exit, wall seconds)."""
     launched, started = time.time(), time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -256,23 +258,33 @@ def asha_part(workdir: Path, epochs: int) -> dict[str, Any]:
 
 
 def overhead_part(
-    workdir: Path, epochs: int, repeats: int, with_hf: bool, concurrent: int = CONCURRENT
+    workdir: Path,
+    epochs: int,
+    repeats: int,
+    with_hf: bool,
+    concurrent: int = CONCURRENT,
+    compare_malloc: bool = False,
 ) -> dict[str, Any]:
-    """plain and sweep alternate `repeats` times (each in its own directory and MLflow store)."""
+    """plain and sweep alternate `repeats` times (each in its own directory and MLflow store); with
+    `compare_malloc` a third way, the sweep with glibc's default malloc arenas in its workers."""
     me = str(Path(__file__).resolve())
     env_python = str(BIN / "python")
-    commands = {
-        "plain": ([env_python, me, "--worker", "plain"], "bench-plain"),
-        "sweep": ([str(BIN / "dicelab"), "sweep"], "bench-overhead"),
+    sweep = [str(BIN / "dicelab"), "sweep"]
+    commands: dict[str, tuple[list[str], str, dict[str, str]]] = {
+        "plain": ([env_python, me, "--worker", "plain"], "bench-plain", {}),
+        "sweep": (sweep, "bench-overhead", {}),
     }
+    if compare_malloc:  # glibc's own limit (8 arenas per core): as if dicelab set nothing (trial_env)
+        default = {"MALLOC_ARENA_MAX": str(8 * (os.cpu_count() or 1))}
+        commands["sweep, default malloc"] = (sweep, "bench-overhead", default)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in commands}
     for repeat in range(repeats):
-        for name, (command, experiment) in commands.items():
-            directory = workdir / f"overhead-{repeat}-{name}"
+        for index, (name, (command, experiment, env)) in enumerate(commands.items()):
+            directory = workdir / f"overhead-{repeat}-{index}"
             directory.mkdir()
             path = directory / "overhead.yaml"
             path.write_text(yaml.safe_dump(overhead_config(epochs, concurrent)))
-            launched, exited, seconds = timed_span([*command, str(path)], directory)
+            launched, exited, seconds = timed_span([*command, str(path)], directory, env)
             runs[name].append(
                 {"wall_s": round(seconds, 1), **phases(directory, experiment, launched, exited)}
             )
@@ -282,6 +294,11 @@ def overhead_part(
         sweep["wall_s"] / plain["wall_s"] for plain, sweep in zip(runs["plain"], runs["sweep"], strict=True)
     ]
     result["sweep_over_plain"] = [round(ratio, 3) for ratio in ratios]
+    if compare_malloc:
+        result["default_malloc_sweep_over_plain"] = [
+            round(sweep["wall_s"] / plain["wall_s"], 3)
+            for plain, sweep in zip(runs["plain"], runs["sweep, default malloc"], strict=True)
+        ]
     if with_hf:
         path = workdir / "overhead-hf.yaml"
         path.write_text(yaml.safe_dump(overhead_config(epochs)))
@@ -327,6 +344,11 @@ def main() -> None:
         default=CONCURRENT,
         help="overhead: trials at once, both ways (1 leaves a core to Ray and the driver)",
     )
+    parser.add_argument(
+        "--compare-malloc",
+        action="store_true",
+        help="overhead: also the sweep with glibc's default malloc arenas in its workers",
+    )
     parser.add_argument("--asha-epochs", type=int, default=10, help="asha: epochs per trial")
     parser.add_argument("--worker", choices=["plain", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
@@ -342,7 +364,7 @@ def main() -> None:
         workdir = Path(tmp)
         if args.part in ("overhead", "all"):
             report["overhead"] = overhead_part(
-                workdir, args.epochs, args.repeats, not args.no_hf, args.concurrent
+                workdir, args.epochs, args.repeats, not args.no_hf, args.concurrent, args.compare_malloc
             )
         if args.part in ("packing", "all"):
             report["packing"] = packing_part(workdir, args.epochs, args.repeats)

@@ -1,6 +1,6 @@
 """A sweep's trials take the workers its private local Ray prestarted, with the trial module imported, even
 when Tune's placement groups took every CPU a while before the actors came (when Ray's idle-worker killer
-used to end them)."""
+used to end them); the workers have the trials' environment (`trial_env`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import textwrap
 
 import pytest
 
+from dicelab.sweeps.trial_env import TRIAL_ENV
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 # Run in its own process: it starts (and stops) a private local Ray the way `dicelab sweep` does.
 PROBE = textwrap.dedent(
     """
-    import json, sys, time
+    import json, os, sys, time
 
     import psutil
     import ray
@@ -24,10 +26,11 @@ PROBE = textwrap.dedent(
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from dicelab.experiment import experiment_from_dict
-    from dicelab.sweeps import local_ray, warm_workers
+    from dicelab.sweeps import local_ray, trial_env, warm_workers
     from dicelab.sweeps.driver import connect_ray
     from dicelab.sweeps.space import outline_sweep
 
+    os.environ.pop("MALLOC_ARENA_MAX", None)  # as on a machine where nobody set it: the sweep's value
     cpus = warm_workers.local_cpus()
     config = experiment_from_dict(
         {
@@ -46,7 +49,8 @@ PROBE = textwrap.dedent(
             self.warm = "dicelab.sweeps.trainable" in sys.modules  # by name: importing nothing of dicelab
 
         def where(self):
-            return {"warm": self.warm, "started": psutil.Process().create_time()}
+            env = {key: os.environ.get(key) for key in trial_env.TRIAL_ENV}
+            return {"warm": self.warm, "started": psutil.Process().create_time(), "env": env}
 
 
     try:
@@ -80,6 +84,7 @@ def test_trials_take_the_prestarted_workers_with_the_trial_module_imported(tmp_p
         # trial module only when the trial's own code does
         assert actor["started"] < found["asked"] - 1.0, found
         assert actor["warm"], found
+        assert actor["env"] == TRIAL_ENV, found  # glibc's malloc with one arena (see trial_env)
     # no dashboard on the private Ray, so no metrics collected either (CPU the trials keep)
     assert found["system"]["enable_metrics_collection"] is False, found["system"]
     assert found["system"]["enable_worker_prestart"] is False, found["system"]

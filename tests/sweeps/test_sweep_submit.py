@@ -17,6 +17,7 @@ from dicelab.sweeps.submit import (
     runtime_env,
     submit,
 )
+from dicelab.sweeps.trial_env import TRIAL_ENV
 
 PACKAGE = Path(dicelab.__file__).resolve().parent
 
@@ -55,17 +56,18 @@ def test_runtime_env_ships_the_package_and_leaves_out_environments_and_results(t
     assert env["working_dir"] == str(tmp_path)
     assert env["py_modules"] == [str(PACKAGE)]
     assert {".venv", ".git", ".dicelab"} <= set(env["excludes"])
-    assert "env_vars" not in env
+    assert env["env_vars"] == TRIAL_ENV  # the trials' malloc setting, and nothing of this machine's
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
     project = runtime_env(PACKAGE.parents[1])  # the repository root: the package is inside it
     assert f"/{PACKAGE.relative_to(PACKAGE.parents[1]).as_posix()}" in project["excludes"]
-    assert project["env_vars"] == {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}
+    assert project["env_vars"] == {**TRIAL_ENV, "MLFLOW_TRACKING_URI": "http://mlflow:5000"}
 
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "sweeps")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "secret")
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "")  # set but empty: not forwarded
     assert runtime_env(tmp_path)["env_vars"] == {
+        **TRIAL_ENV,
         "MLFLOW_TRACKING_URI": "http://mlflow:5000",
         "MLFLOW_TRACKING_USERNAME": "sweeps",
         "MLFLOW_TRACKING_PASSWORD": "secret",

@@ -24,7 +24,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError
-from dicelab.sweeps import local_ray, warm_workers
+from dicelab.sweeps import local_ray, trial_env, warm_workers
 from dicelab.sweeps.space import SweepPlan, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
@@ -79,7 +79,9 @@ def _absolute_paths(config: ExperimentConfig) -> None:
 def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
     this driver (see `local_ray`), whose prestarted workers import the trials' modules when the outlined
-    sweep's first trials take all of them (see `warm_workers`)."""
+    sweep's first trials take all of them (see `warm_workers`). The trials' workers get `trial_env`'s
+    environment: from this process on a local Ray, else through a runtime env (a job that `dicelab submit`
+    started has it in the job's own)."""
     import ray
 
     import dicelab
@@ -97,15 +99,17 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         system: dict[str, Any] = {"enable_worker_prestart": False, "enable_metrics_collection": False}
         if outline is not None:
             system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
+        trial_env.prepare_local_ray()
         ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
-    elif address == "auto":
-        ray.init(address="auto", **quiet)
     else:
-        # Ship this version of dicelab to the cluster's workers (small: the package directory only).
-        ray.init(address=address, runtime_env={"py_modules": [dicelab]}, **quiet)
+        missing = trial_env.missing_in_job()
+        runtime_env: dict[str, Any] = {"env_vars": missing} if missing else {}
+        if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
+            runtime_env["py_modules"] = [dicelab]
+        ray.init(address=address, runtime_env=runtime_env or None, **quiet)
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:

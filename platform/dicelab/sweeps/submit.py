@@ -25,6 +25,7 @@ from rich.console import Console
 
 from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
 from dicelab.experiment import load_experiment
+from dicelab.sweeps import trial_env
 from dicelab.tracking.store import check_tracking as check_server
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
@@ -96,8 +97,7 @@ def runtime_env(working_dir: Path) -> dict[str, Any]:
         "py_modules": [str(package)],
     }
     forwarded = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
-    if forwarded:
-        env["env_vars"] = forwarded
+    env["env_vars"] = trial_env.env_vars(forwarded)  # the job's driver and every worker of its trials
     return env
 
 

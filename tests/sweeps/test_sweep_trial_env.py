@@ -1,0 +1,41 @@
+"""The trials' environment (glibc malloc with one arena): where it is set, and that a user's value wins."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from dicelab.sweeps import trial_env
+from dicelab.sweeps.trial_env import TRIAL_ENV
+
+
+def test_a_local_ray_inherits_the_trial_environment(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "unset below")  # recorded, so the test's change is undone
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    trial_env.prepare_local_ray()
+    assert os.environ["MALLOC_ARENA_MAX"] == "1"
+
+
+def test_a_value_the_user_set_is_kept(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    trial_env.prepare_local_ray()
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"
+    assert trial_env.env_vars({"MALLOC_ARENA_MAX": "2"})["MALLOC_ARENA_MAX"] == "2"
+
+
+def test_a_runtime_env_gets_the_trial_environment_beside_the_given_variables():
+    assert trial_env.env_vars() == TRIAL_ENV == {"MALLOC_ARENA_MAX": "1"}
+    assert trial_env.env_vars({"MLFLOW_TRACKING_URI": "http://mlflow:5000"}) == {
+        "MALLOC_ARENA_MAX": "1",
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+    }
+
+
+def test_a_driver_joining_with_auto_adds_only_what_its_job_does_not_set(monkeypatch):
+    monkeypatch.delenv(trial_env.JOB_CONFIG_VAR, raising=False)
+    assert trial_env.missing_in_job() == TRIAL_ENV  # not in a Ray job: all of it
+    job = {"runtime_env": {"env_vars": {"MALLOC_ARENA_MAX": "1", "MLFLOW_TRACKING_URI": "http://m:5000"}}}
+    monkeypatch.setenv(trial_env.JOB_CONFIG_VAR, json.dumps(job))
+    assert trial_env.missing_in_job() == {}  # `dicelab submit` set it: Ray refuses the same key twice
+    monkeypatch.setenv(trial_env.JOB_CONFIG_VAR, json.dumps({"runtime_env": {"working_dir": "/x"}}))
+    assert trial_env.missing_in_job() == TRIAL_ENV  # a job submitted without it
