@@ -25,6 +25,11 @@ from dicelab.training import Reporter, run_trial
 GOLDEN_FILE = Path(__file__).with_name("trial_pairs_dsc.json")
 UPDATE = os.environ.get("DICELAB_UPDATE_GOLDEN") == "1"
 LOSS_RTOL, METRIC_ATOL = 1e-4, 1e-6
+# Training amplifies last-bit rounding differences between CPUs' kernels: on an AMD EPYC with AVX-512 the
+# first 60 steps agree with the stored file (made elsewhere) to 3e-7, then the losses drift apart, 2e-4 at
+# step 70 and 3.3e-3 at step 100, with the same final metrics. A change to the loss, the schedule, the
+# batching or accumulation shows in the first epochs, so they are held to LOSS_RTOL, the last two to this.
+TIGHT_STEPS, DRIFT_RTOL = 50, 2e-2
 
 GOLDEN_CONFIG: dict[str, Any] = {
     "name": "golden-pairs-dsc",
@@ -151,6 +156,7 @@ def test_golden_trial(tmp_path: Path) -> None:
     assert [s["step"] for s in observed["steps"]] == [s["step"] for s in golden["steps"]]
     for seen, stored in zip(observed["steps"], golden["steps"], strict=True):
         assert seen["learning_rate"] == pytest.approx(stored["learning_rate"], rel=1e-9), seen["step"]
-        assert seen["train_loss"] == pytest.approx(stored["train_loss"], rel=LOSS_RTOL), seen["step"]
+        rtol = LOSS_RTOL if seen["step"] <= TIGHT_STEPS else DRIFT_RTOL
+        assert seen["train_loss"] == pytest.approx(stored["train_loss"], rel=rtol), seen["step"]
     assert observed["best_step"] == golden["best_step"]
     assert observed["final_metrics"] == pytest.approx(golden["final_metrics"], abs=METRIC_ATOL)
