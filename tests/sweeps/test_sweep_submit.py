@@ -50,7 +50,7 @@ def test_entrypoint_runs_the_sweep_on_the_cluster_with_the_same_arguments():
 
 
 def test_runtime_env_ships_the_package_and_leaves_out_environments_and_results(tmp_path, monkeypatch):
-    for name in FORWARDED_ENV:
+    for name in [*FORWARDED_ENV, *TRIAL_ENV]:
         monkeypatch.delenv(name, raising=False)
     env = runtime_env(tmp_path)
     assert env["working_dir"] == str(tmp_path)

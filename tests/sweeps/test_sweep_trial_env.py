@@ -18,13 +18,21 @@ def test_a_local_ray_inherits_the_trial_environment(monkeypatch):
 
 def test_a_value_the_user_set_is_kept(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.delenv(trial_env.JOB_CONFIG_VAR, raising=False)
     trial_env.prepare_local_ray()
     assert os.environ["MALLOC_ARENA_MAX"] == "4"
-    assert trial_env.env_vars({"MALLOC_ARENA_MAX": "2"})["MALLOC_ARENA_MAX"] == "2"
+    assert trial_env.env_vars() == {"MALLOC_ARENA_MAX": "4"}  # a cluster's workers get it too
+    assert trial_env.missing_in_job() == {"MALLOC_ARENA_MAX": "4"}
+    assert trial_env.env_vars({"MALLOC_ARENA_MAX": "2"})["MALLOC_ARENA_MAX"] == "2"  # given: the job's
 
 
-def test_a_runtime_env_gets_the_trial_environment_beside_the_given_variables():
+def test_the_settings_are_glibcs_single_arena(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert trial_env.env_vars() == TRIAL_ENV == {"MALLOC_ARENA_MAX": "1"}
+
+
+def test_a_runtime_env_gets_the_trial_environment_beside_the_given_variables(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert trial_env.env_vars({"MLFLOW_TRACKING_URI": "http://mlflow:5000"}) == {
         "MALLOC_ARENA_MAX": "1",
         "MLFLOW_TRACKING_URI": "http://mlflow:5000",
@@ -32,6 +40,7 @@ def test_a_runtime_env_gets_the_trial_environment_beside_the_given_variables():
 
 
 def test_a_driver_joining_with_auto_adds_only_what_its_job_does_not_set(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.delenv(trial_env.JOB_CONFIG_VAR, raising=False)
     assert trial_env.missing_in_job() == TRIAL_ENV  # not in a Ray job: all of it
     job = {"runtime_env": {"env_vars": {"MALLOC_ARENA_MAX": "1", "MLFLOW_TRACKING_URI": "http://m:5000"}}}

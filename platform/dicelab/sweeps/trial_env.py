@@ -4,12 +4,13 @@ Tune runs a trial's function in a second thread of its actor, and glibc gives a 
 of its own. That arena hands memory back to the kernel far more eagerly than the main one, and a training
 step allocates and frees the same activation buffers thousands of times: measured on the benchmarks' sweep
 workload (`benchmarks/trial_thread.py`, tiny-bert, one torch thread, nothing else running), the same trial
-in a second thread took 3 to 5x the minor page faults of the process's main thread and 5% longer. With
-`MALLOC_ARENA_MAX=1` every thread allocates from the main arena: the faults and the 5% are gone.
+in a second thread took 8x the minor page faults of the process's main thread and 4% longer. With
+`MALLOC_ARENA_MAX=1` every thread allocates from the main arena: the faults and the 4% are gone.
 
 glibc reads the variable when a process starts, so it is set where Ray starts its workers: in the
 environment a private local Ray inherits from the driver, and in the runtime env of a sweep on a cluster.
-A value the user already set wins. Other C libraries (musl, or a preloaded jemalloc) ignore it.
+A value set in the driver's environment wins everywhere, and one that the Ray job sets wins over both.
+Other C libraries (musl, or a preloaded jemalloc) ignore it.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ TRIAL_ENV = {"MALLOC_ARENA_MAX": "1"}
 JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # Ray's: the config of the Ray job this driver runs in
 
 
+def _wanted() -> dict[str, str]:
+    """TRIAL_ENV, with the values this process's environment sets already."""
+    return {key: os.environ.get(key, value) for key, value in TRIAL_ENV.items()}
+
+
 def prepare_local_ray() -> None:
     """Before `ray.init` starts a local Ray: its processes, and so its workers, inherit this environment."""
-    for key, value in TRIAL_ENV.items():
-        os.environ.setdefault(key, value)
+    os.environ.update(_wanted())
 
 
 def env_vars(given: dict[str, str] | None = None) -> dict[str, str]:
     """A runtime env's `env_vars`: the trials' environment under the `given` variables (these win)."""
-    return {**TRIAL_ENV, **(given or {})}
+    return {**_wanted(), **(given or {})}
 
 
 def missing_in_job() -> dict[str, str]:
@@ -38,4 +43,4 @@ def missing_in_job() -> dict[str, str]:
     sets too."""
     job = json.loads(os.environ.get(JOB_CONFIG_VAR) or "{}")
     given = (job.get("runtime_env") or {}).get("env_vars") or {}
-    return {key: value for key, value in TRIAL_ENV.items() if key not in given}
+    return {key: value for key, value in _wanted().items() if key not in given}
