@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 SETTINGS = {"glibc defaults": {}, "one arena": {"MALLOC_ARENA_MAX": "1"}}
-WAYS = ("main thread", "second thread")
 
 
 def trial(epochs: int) -> dict[str, float]:
