@@ -22,6 +22,8 @@ REASON = "dicelab.reason"  # why a trial failed or stopped early, one line
 PRIMARY_METRIC = "dicelab.metric"  # the dev metric the trial selected on, e.g. "f1"
 GIT_COMMIT = "dicelab.git_commit"
 DATA_FINGERPRINT = "dicelab.data_fingerprint"
+# A trial given a GPU that CUDA could not see trained on CPU instead: one line saying so.
+DEVICE_FALLBACK = "dicelab.device_fallback"
 # A trial whose best evaluation predicts no positive / no entity / a single class: one line saying which.
 # Set on the trial's run; the sweep table and the analysis mark such trials and never average them silently.
 DEGENERATE = "dicelab.degenerate"
@@ -52,6 +54,12 @@ EPOCH = "epoch"
 LEARNING_RATE = "learning_rate"
 BEST_STEP = "best_step"
 SAMPLES_PER_SECOND = "train_samples_per_second"
+SKIPPED_STEPS = "train_skipped_steps"  # optimizer steps the fp16 gradient scaler skipped (inf/NaN gradients)
+# What a trial used, logged at its end (GPU-seconds = the GPU fraction reserved for it x wall seconds)
+COST_WALL_SECONDS = "cost/wall_seconds"
+COST_CPU_SECONDS = "cost/cpu_seconds"
+COST_GPU_SECONDS = "cost/gpu_seconds"
+GPU_PEAK_MEMORY_MB = "gpu/peak_memory_mb"  # torch.cuda.max_memory_allocated over the trial, CUDA only
 
 # Artifacts (paths inside a run)
 CONFIG_ARTIFACT = "config.yaml"  # the fully resolved config
