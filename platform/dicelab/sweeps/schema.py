@@ -83,14 +83,22 @@ class Scheduler(_Strict):
 
 
 class Resources(_Strict):
+    """What Ray reserves for each trial. `gpu`: 0, 1 or a fraction in (0, 1); fractions share a GPU, 0.25
+    packs four trials on one device. A trial trains on one device, so more than one GPU is refused: the
+    models dicelab targets fit one GPU, and packing small trials gives more trials per hour than spreading
+    one over several GPUs (docs/gpus.md, "GPUs in a Ray cluster")."""
+
     cpu: float = Field(1.0, gt=0.0)
-    gpu: float = Field(0.0, ge=0.0)  # fractions share a GPU: 0.25 packs four trials on one device
+    gpu: float = Field(0.0, ge=0.0)
 
     @field_validator("gpu")
     @classmethod
-    def _whole_gpus_above_one(cls, gpu: float) -> float:
-        if gpu > 1 and not float(gpu).is_integer():
-            raise ValueError("above 1 only whole GPUs can be requested")
+    def _at_most_one_gpu(cls, gpu: float) -> float:
+        if gpu > 1:
+            raise ValueError(
+                f"{gpu:g} GPUs per trial: a dicelab trial trains on one device; ask for 1, or a fraction "
+                "such as 0.25 to pack several trials on one GPU"
+            )
         return gpu
 
 
@@ -104,6 +112,14 @@ class Racing(_Strict):
     margin: float | None = Field(None, gt=0.0)  # end when all left are within +-margin (metric's logged unit)
     budget: int | None = Field(None, ge=1)  # at most this many trials in all
     first_seed: int = 1  # seeds are first_seed, first_seed + 1, ...
+
+
+class StartFrom(_Strict):
+    """Warm start: a finished sweep whose best configurations this sweep evaluates first."""
+
+    experiment: str = Field(min_length=1)  # the earlier sweep's MLflow experiment (its name)
+    sweep_id: str | None = None  # one invocation of it; None: its newest finished one
+    top: int = Field(1, ge=1)  # how many of its best configurations (by mean over seeds) go first
 
 
 class SearchConfig(SpaceBlock):
@@ -127,6 +143,10 @@ class SearchConfig(SpaceBlock):
     # checkpoint: up to this interval plus the time between two evaluations.
     checkpoint_interval_s: float = Field(10.0, ge=0.0)
     storage: str | None = None  # Tune results and checkpoints; None: <cwd>/.dicelab/ray_results
+    start_from: StartFrom | None = None  # warm start (see StartFrom; docs/using-results.md)
+    # The sweep's model: the winner's (the best seed of the best configuration, or of the race's winner),
+    # logged at the sweep's end from its trial's checkpointed best state; every trial's; or none.
+    save_model: Literal["winner", "all", "none"] = "winner"
 
 
 class SearchSection(BaseModel):
