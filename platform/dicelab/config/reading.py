@@ -1,15 +1,20 @@
-"""Read a YAML config, apply `--set a.b=value` overrides, check the schema, and report errors on one line."""
+"""Read a YAML config, apply `--set a.b=value` overrides, check the schema, report every error (a line each).
+
+YAML is read with YAML 1.2 numbers (`1e-4` is a float: `dicelab.config.yaml_loader`)."""
 
 from __future__ import annotations
 
 import copy
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from dicelab.config.schema import ExperimentConfig
+from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
 
 
@@ -45,7 +50,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise ConfigError(f"{path}: cannot read config ({error.strerror or error})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -58,13 +63,13 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """`train.lr=3e-5` -> ("train.lr", 3e-05); the value is parsed as YAML (numbers, lists, null)."""
+    """`train.lr=3e-5` -> ("train.lr", 3e-05); the value is parsed as YAML (YAML 1.2 numbers, lists, null)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE with a dotted key, e.g. train.epochs=2")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -90,35 +95,108 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     return data
 
 
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, also through `X | None`, `dict[str, X]` and `list[X]`; None for values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation)[::-1]:  # dict[str, X]: the value type is last
+        found = _section_model(argument)
+        if found is not None:
+            return found
+    return None
+
+
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The field names of the section at `loc` (for "unknown key" messages)."""
+    section: type[BaseModel] | None = model
     for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        assert section is not None
+        field = _fields_by_key(section).get(str(part))
+        if field is None:  # a key of a dict of sections (search.space.<key>): the same section
+            continue
+        section = _section_model(field.annotation)
+        if section is None:
             return []
-        model = annotation
-    return sorted(model.model_fields)
+    return sorted(_fields_by_key(section)) if section is not None else []
 
 
-def format_validation_error(error: ValidationError, model: type[BaseModel] = ExperimentConfig) -> str:
-    first = error.errors()[0]
-    loc = tuple(first["loc"])
-    key = ".".join(str(part) for part in loc) or "<config>"
-    if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(model, loc)
-        return f"config key {key!r} is not allowed (allowed: {', '.join(allowed)})"
-    if first["type"] == "missing":
-        return f"config key {key!r} is required"
-    return f"config key {key!r}: {first['msg']} (got {first.get('input')!r})"
+def _fields_by_key(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A section's fields by the key a config uses (the alias where there is one: `int` for `int_range`)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
+
+
+def _user_loc(loc: tuple[Any, ...], data: Any, error_type: str) -> tuple[Any, ...]:
+    """`loc` without pydantic's union-member tags ("str", "dict[str,str]"): the parts the user wrote.
+
+    A part is kept when it indexes the input (a key of a mapping, an index of a list); the last part of a
+    missing key is kept too. Without the input, `loc` is returned as it is.
+    """
+    if data is None:
+        return loc
+    kept: list[Any] = []
+    node = data
+    for index, part in enumerate(loc):
+        in_mapping = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list | tuple) and isinstance(part, int) and 0 <= part < len(node)
+        if in_mapping or in_list:
+            kept.append(part)
+            node = node[part]
+        elif error_type == "missing" and index == len(loc) - 1:
+            kept.append(part)
+    return tuple(kept)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4,300-digit limit of int -> str
+        return f"a {type(value).__name__} too long to show"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def validation_problems(
+    error: ValidationError, model: type[BaseModel] = ExperimentConfig, data: Any = None
+) -> list[str]:
+    """One line per key that failed, in the schema's order: "config key 'train.epochs': ... (got 0)".
+
+    Pydantic reports a value that matches no member of a union (`str | int`) once per member: those are one
+    line, their reasons joined. `data` is the validated input, used to name keys as the user wrote them.
+    """
+    messages: dict[str, list[str]] = {}  # key -> pydantic's messages about its value
+    lines: dict[str, str] = {}
+    for problem in error.errors(include_url=False):
+        loc = _user_loc(tuple(problem["loc"]), data, problem["type"])
+        key = ".".join(str(part) for part in loc) or "<config>"
+        if problem["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(model, loc))
+            lines[key] = f"config key {key!r} is not allowed (allowed: {allowed})"
+        elif problem["type"] == "missing":
+            lines[key] = f"config key {key!r} is required"
+        elif problem["msg"] not in messages.setdefault(key, []):
+            messages[key].append(problem["msg"])
+            got = _short_repr(problem.get("input"))
+            lines[key] = f"config key {key!r}: {'; '.join(messages[key])} (got {got})"
+    return list(lines.values())
+
+
+def format_validation_error(
+    error: ValidationError, model: type[BaseModel] = ExperimentConfig, data: Any = None
+) -> str:
+    """Every problem of a config: one line when there is one, else a count and then one line per key."""
+    lines = validation_problems(error, model, data)
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} config errors:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> ExperimentConfig:
-    """The schema check only; `dicelab.experiment` adds the registry checks (known loss, task, source)."""
+    """The schema check only; `dicelab.experiment` adds the registry checks (known loss, task, source).
+
+    Every schema problem is reported at once (see `format_validation_error`)."""
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{source}: {format_validation_error(error)}") from None
+        raise ConfigError(f"{source}: {format_validation_error(error, ExperimentConfig, data)}") from None
 
 
 def read_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
