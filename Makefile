@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint docs install clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,5 +30,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/ruff format --check platform tests benchmarks infra
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or missing page fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .dicelab reports .pytest_cache .ruff_cache
+	rm -rf $(VENV) .dicelab reports site .pytest_cache .ruff_cache
