@@ -94,6 +94,15 @@ def test_miss_then_hit(tmp_path):
     assert not hit and build.calls == 2
 
 
+def test_a_build_prints_no_progress_bars_and_restores_them(tmp_path, capfd):
+    import datasets.utils.logging as datasets_logging
+
+    datasets_logging.enable_progress_bar()
+    cached_features({"task": "quiet"}, CountingBuild(), tmp_path)
+    assert "Saving the dataset" not in capfd.readouterr().err
+    assert datasets_logging.is_progress_bar_enabled()  # the caller's setting is left as it was
+
+
 def test_failed_build_leaves_nothing_that_looks_complete(tmp_path):
     def fail() -> dict[str, datasets.Dataset]:
         raise RuntimeError("tokenizer exploded")

@@ -15,11 +15,13 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import datasets
+import datasets.utils.logging as datasets_logging
 from filelock import FileLock
 
 from dicelab.data.hashing import canonical_json, fingerprint
@@ -51,7 +53,8 @@ def cached_features(
             shutil.rmtree(target)  # truncated or corrupted after it was published: build it again
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=root))
         try:
-            datasets.DatasetDict(build()).save_to_disk(str(staging))
+            with _no_progress_bars():
+                datasets.DatasetDict(build()).save_to_disk(str(staging))
             (staging / KEY_FILE).write_text(json.dumps(json.loads(canonical_json(key)), indent=2) + "\n")
             os.chmod(staging, 0o755)  # mkdtemp makes it private; the published directory should not be
             staging.rename(target)
@@ -59,6 +62,19 @@ def cached_features(
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return _load(target), False
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """datasets' "Saving the dataset" bars off: a cache build is part of a trial, whose console says what it
+    does in its own lines."""
+    was_enabled = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets_logging.enable_progress_bar()
 
 
 def _load(directory: Path) -> dict[str, datasets.Dataset]:
