@@ -1,8 +1,11 @@
 """Where runs are recorded: resolving, checking and preparing the MLflow tracking store.
 
 Precedence of the tracking URI: `--tracking-uri` > config `tracking.uri` > env `MLFLOW_TRACKING_URI` >
-`sqlite:///<cwd>/.dicelab/mlflow.db`. Supported stores are SQLite files and MLflow servers (http/https);
-MLflow 3's file store is deprecated, so bare paths and file:// URIs are rejected with a hint.
+`sqlite:///<cwd>/.dicelab/mlflow.db`. Supported stores are SQLite files, MLflow servers (http/https; a login
+from MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLflow's credentials file) and a server's database
+(postgresql://, mysql://; its password from the driver's own sources, such as libpq's PGPASSFILE); MLflow 3's
+file store is deprecated, so bare paths and file:// URIs are rejected with a hint. Every message shows a URI
+through `redact`, so a password written into one never reaches a log or an error line.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import base64
 import re
 import urllib.error
 import urllib.request
@@ -32,6 +36,7 @@ DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"  # beside the SQLite file, so artifacts never land in ./mlruns
 SERVER_TIMEOUT_S = 5.0
 SQLITE_PREFIX = "sqlite:///"
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # an MLflow server's backend store, read directly
 # "Creating initial MLflow database tables...", "Updating database tables", alembic's migration steps
 SCHEMA_LOGGERS = ("mlflow.store.db.utils", "alembic")
 
@@ -59,6 +64,11 @@ def sqlite_path(uri: str) -> Path:
     return Path(uri[len(SQLITE_PREFIX) :])
 
 
+def redact(uri: str) -> str:
+    """`uri` with the password of its user part (scheme://user:PASSWORD@host) replaced by ***."""
+    return re.sub(r"^([a-zA-Z][\w+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", uri)
+
+
 def check_tracking(uri: str) -> None:
     """Fail fast, before any training, when the store cannot be used. Raises TrackingError (one line)."""
     scheme = urlparse(uri).scheme
@@ -66,14 +76,17 @@ def check_tracking(uri: str) -> None:
         _check_sqlite(uri)
     elif scheme in ("http", "https"):
         _check_server(uri)
+    elif scheme.split("+", 1)[0] in DATABASE_SCHEMES:
+        _check_database(uri)
     elif scheme in ("", "file") or re.fullmatch(r"[a-zA-Z]", scheme):  # bare path (or a Windows drive)
         raise TrackingError(
-            f"tracking URI {uri!r} is a file store, which MLflow 3 deprecates; "
+            f"tracking URI {redact(uri)!r} is a file store, which MLflow 3 deprecates; "
             f"use a SQLite store such as {default_tracking_uri()!r} or an http:// MLflow server"
         )
     else:
         raise TrackingError(
-            f"tracking URI {uri!r}: unsupported scheme {scheme!r} (use sqlite:///ABS/PATH.db or http://HOST:PORT)"
+            f"tracking URI {redact(uri)!r}: unsupported scheme {scheme!r} "
+            "(use sqlite:///ABS/PATH.db, http://HOST:PORT or postgresql+psycopg://USER@HOST:PORT/DB)"
         )
 
 
@@ -111,19 +124,75 @@ def _quiet(loggers: tuple[str, ...]) -> Iterator[None]:
 
 def _check_server(uri: str) -> None:
     # MLflow's own client retries for minutes; /health answers at once when the server is up.
-    health = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(health, timeout=SERVER_TIMEOUT_S) as response:
-            status = response.status
-    except urllib.error.HTTPError as error:
-        status = error.code
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise TrackingError(f"MLflow server {uri} is unreachable ({reason})") from None
+    shown = redact(uri)
+    base = uri.rstrip("/")
+    status = _get_status(base + "/health", shown)
     if status != 200:
         raise TrackingError(
-            f"MLflow server {uri} answered {health} with HTTP {status}; is it an MLflow server?"
+            f"MLflow server {shown} answered /health with HTTP {status}; is it an MLflow server?"
         )
+    # /health needs no login; a search does, so a wrong or missing password is caught here, before Ray starts.
+    status = _get_status(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", shown, _login_header())
+    if status == 401:
+        raise TrackingError(
+            f"MLflow server {shown} refused the login (HTTP 401): set MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials) to an account of that server"
+        )
+    if status == 403:
+        raise TrackingError(
+            f"MLflow server {shown} denied access (HTTP 403): the account in MLFLOW_TRACKING_USERNAME "
+            "needs permissions on that server"
+        )
+    if status >= 500:
+        raise TrackingError(
+            f"MLflow server {shown} cannot read its store (HTTP {status}); see the server's log"
+        )
+
+
+def _get_status(url: str, shown: str, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise TrackingError(f"MLflow server {shown} is unreachable ({reason})") from None
+
+
+def _login_header() -> dict[str, str]:
+    """Basic auth from where MLflow's client takes it: the environment, else ~/.mlflow/credentials."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    credentials = read_mlflow_creds()
+    if not credentials.username or not credentials.password:
+        return {}
+    token = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def _check_database(uri: str) -> None:
+    """A server's own database (read by `dicelab analyze`): one SELECT, with a short connect timeout."""
+    import sqlalchemy as sa
+
+    connect_args = {"connect_timeout": int(SERVER_TIMEOUT_S)} if uri.startswith("postgresql") else {}
+    try:
+        engine = sa.create_engine(uri, connect_args=connect_args)
+    except Exception as error:  # an unknown driver, a malformed URI
+        raise TrackingError(f"tracking URI {redact(uri)!r}: {first_line(error)}") from None
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except Exception as error:
+        raise TrackingError(f"database {redact(uri)} is unusable: {_driver_message(error)}") from None
+    finally:
+        engine.dispose()
+
+
+def _driver_message(error: BaseException) -> str:
+    """The driver's own first line, without SQLAlchemy's "(psycopg.OperationalError)" wrapper."""
+    return re.sub(r"^\([\w.]+\)\s*", "", first_line(getattr(error, "orig", None) or error))
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:
@@ -152,10 +221,12 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
                 raise
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
-            raise TrackingError(f"experiment {name!r} exists but cannot be read from {client.tracking_uri}")
+            raise TrackingError(
+                f"experiment {name!r} exists but cannot be read from {redact(client.tracking_uri)}"
+            )
     if experiment.lifecycle_stage != "active":
         raise TrackingError(
-            f"experiment {name!r} is deleted in {client.tracking_uri}; restore it in the MLflow UI "
+            f"experiment {name!r} is deleted in {redact(client.tracking_uri)}; restore it in the MLflow UI "
             "or choose another tracking.experiment"
         )
     mark_training_experiment(client, experiment)

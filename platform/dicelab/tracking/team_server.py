@@ -1,0 +1,475 @@
+"""A team's MLflow tracking server on this machine: PostgreSQL 15 + `mlflow server` with basic auth.
+
+The local counterpart of infra/mlflow/docker-compose.yaml (the deployment for a real team): the same
+`mlflow server` flags (`SERVER_FLAGS`, `SERVER_ENVIRONMENT`; tests/infra checks they equal the compose file's),
+PostgreSQL instead of the compose file's container, artifacts proxied by the server into a local directory
+instead of MinIO. Everything listens on 127.0.0.1 only, on free ports.
+
+    python -m dicelab.tracking.team_server start --dir DIR   # prints the client environment
+    python -m dicelab.tracking.team_server stop --dir DIR    # stops both, by the process ids it recorded
+
+(infra/scripts/mlflow-server.sh wraps these.) Credentials never appear on a command line, in a URI or in a
+log: the first MLflow admin comes from MLFLOW_AUTH_ADMIN_USERNAME / MLFLOW_AUTH_ADMIN_PASSWORD (else
+MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD); PostgreSQL's password is random, kept in DIR/pgpass
+(mode 0600), which libpq reads through PGPASSFILE, so the database URI carries no password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dicelab.errors import TrackingError
+
+# The `mlflow server` flags a team server runs with, beside --host, --port and --artifacts-destination (which
+# differ per deployment). infra/mlflow/docker-compose.yaml's command has exactly these (a test compares).
+SERVER_FLAGS = ("--workers=2", "--app-name=basic-auth", "--serve-artifacts")
+# MLflow's job runner (huey workers for GenAI evaluation jobs) is not used by dicelab.
+SERVER_ENVIRONMENT = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# infra/mlflow/basic_auth.ini's settings (a test compares), less its users database, kept in DIR here.
+AUTH_SETTINGS = {
+    "default_permission": "NO_PERMISSIONS",
+    "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+    "grant_default_workspace_access": "false",
+}
+POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/15/bin",)
+INSTALL_HINT = (
+    "PostgreSQL 15 is not installed (no initdb in /usr/lib/postgresql/15/bin or on PATH); "
+    "install it with `apt-get install postgresql-15` (Debian/Ubuntu) or `brew install postgresql@15` (macOS)"
+)
+HOST = "127.0.0.1"
+DATABASE = "mlflow"
+DB_USER = "mlflow"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+STATE_FILE = "server.json"
+
+
+def postgres_bin() -> Path:
+    """The directory of PostgreSQL's programs (initdb, pg_ctl); a TrackingError saying how to install it."""
+    for directory in POSTGRES_BIN_DIRS:
+        if (Path(directory) / "initdb").is_file():
+            return Path(directory)
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    raise TrackingError(INSTALL_HINT)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+def admin_credentials(environ: os._Environ[str] | dict[str, str] = os.environ) -> tuple[str, str]:
+    """(username, password) of the server's first admin, from the environment only."""
+    for user_key, password_key in (
+        ("MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"),
+        ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
+    ):
+        if environ.get(user_key) and environ.get(password_key):
+            return environ[user_key], environ[password_key]
+    raise TrackingError(
+        "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_AUTH_ADMIN_USERNAME and "
+        "MLFLOW_AUTH_ADMIN_PASSWORD): the server's first admin"
+    )
+
+
+@dataclass
+class Recorded:
+    """A process this module started: its id and start time (so a reused id is never signalled)."""
+
+    pid: int
+    started: str
+
+    def alive(self) -> bool:
+        return _start_time(self.pid) == self.started
+
+
+@dataclass
+class TeamServer:
+    """PostgreSQL and an MLflow server whose state (data, artifacts, logs, pids) all lives in `directory`."""
+
+    directory: Path
+    port: int = 0  # MLflow's; 0: a free one, chosen at the first start
+    pg_port: int = 0
+    mlflow: Recorded | None = None
+    postgres: Recorded | None = None
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def database_uri(self) -> str:
+        """The backend store, for `dicelab analyze --tracking-uri`; the password comes from PGPASSFILE."""
+        return f"postgresql+psycopg://{DB_USER}@{HOST}:{self.pg_port}/{DATABASE}"
+
+    @property
+    def pgpass(self) -> Path:
+        return self.directory / "pgpass"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.directory / "artifacts"
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def _pgdata(self) -> Path:
+        return self.directory / "pgdata"
+
+    @property
+    def _pgsocket(self) -> Path:
+        return self.directory / "pgsocket"
+
+    # -- whole server ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start PostgreSQL (initialised on the first start) and the MLflow server; wait until both answer.
+        On any failure, whatever was started is stopped again."""
+        admin_credentials()  # before anything starts
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        self.artifacts.mkdir(exist_ok=True)
+        try:
+            new = not (self._pgdata / "PG_VERSION").is_file()
+            if new:
+                self._initdb()
+            self.start_postgres()
+            if new:
+                self._createdb()
+            self.start_mlflow()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the MLflow server, then PostgreSQL, each by its recorded process id."""
+        self.stop_mlflow()
+        self.stop_postgres()
+
+    def save(self) -> None:
+        state = {
+            "port": self.port,
+            "pg_port": self.pg_port,
+            "mlflow": asdict(self.mlflow) if self.mlflow else None,
+            "postgres": asdict(self.postgres) if self.postgres else None,
+        }
+        (self.directory / STATE_FILE).write_text(json.dumps(state))
+
+    @classmethod
+    def load(cls, directory: Path) -> TeamServer:
+        path = directory / STATE_FILE
+        if not path.is_file():
+            raise TrackingError(f"no team server recorded in {directory} ({STATE_FILE} is missing)")
+        state = json.loads(path.read_text())
+        return cls(
+            directory,
+            port=state["port"],
+            pg_port=state["pg_port"],
+            mlflow=Recorded(**state["mlflow"]) if state["mlflow"] else None,
+            postgres=Recorded(**state["postgres"]) if state["postgres"] else None,
+        )
+
+    def client_environment(self) -> dict[str, str]:
+        """What a client needs besides its credentials (MLFLOW_TRACKING_USERNAME / _PASSWORD)."""
+        return {"MLFLOW_TRACKING_URI": self.tracking_uri, "PGPASSFILE": str(self.pgpass)}
+
+    # -- PostgreSQL ----------------------------------------------------------------------------------------
+
+    def _initdb(self) -> None:
+        bin_dir = postgres_bin()
+        self.pg_port = self.pg_port or free_port()
+        password = secrets.token_urlsafe(24)
+        # libpq's password file: only this user can read it (libpq ignores a file others can read).
+        descriptor = os.open(self.pgpass, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(f"{HOST}:*:{DATABASE}:{DB_USER}:{password}\n")
+        self._pgdata.mkdir(mode=0o700)
+        self._pgsocket.mkdir(mode=0o700)
+        password_file = self._pgsocket / "initdb-password"  # read by initdb, deleted right after
+        descriptor = os.open(password_file, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(password)
+        self._give_to_postgres(self._pgdata, self._pgsocket, password_file, self.logs)
+        try:
+            self._as_postgres(
+                str(bin_dir / "initdb"),
+                f"--pgdata={self._pgdata}",
+                f"--username={DB_USER}",
+                f"--pwfile={password_file}",
+                # the socket directory is this server's own (0700); TCP asks for the password
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+                log="initdb",
+            )
+        finally:
+            password_file.unlink(missing_ok=True)
+
+    def _createdb(self) -> None:
+        self._as_postgres(
+            str(postgres_bin() / "createdb"),
+            f"--host={self._pgsocket}",
+            f"--port={self.pg_port}",
+            f"--username={DB_USER}",
+            DATABASE,
+            log="createdb",
+        )
+
+    def start_postgres(self) -> None:
+        self.pg_port = self.pg_port or free_port()
+        options = f"-c listen_addresses={HOST} -p {self.pg_port} -k {self._pgsocket}"
+        self._as_postgres(
+            str(postgres_bin() / "pg_ctl"),
+            "start",
+            "--wait",
+            f"--timeout={int(START_TIMEOUT_S)}",
+            f"--pgdata={self._pgdata}",
+            f"--log={self.logs / 'postgres.log'}",
+            f"--options={options}",
+            log="pg_ctl",
+        )
+        pid = int((self._pgdata / "postmaster.pid").read_text().split()[0])
+        self.postgres = Recorded(pid, _start_time(pid))
+        self.save()
+
+    def stop_postgres(self) -> None:
+        """A fast shutdown (SIGINT to the postmaster: open transactions roll back), then wait for it to exit."""
+        if self.postgres is not None and self.postgres.alive():
+            _signal_and_wait(self.postgres, signal.SIGINT, group=False)
+        self.postgres = None
+        if self.directory.is_dir():
+            self.save()
+
+    # -- MLflow --------------------------------------------------------------------------------------------
+
+    def start_mlflow(self) -> None:
+        self.port = self.port or free_port()
+        auth_config = self._auth_config()
+        username, password = admin_credentials()
+        environment = {
+            **os.environ,
+            **SERVER_ENVIRONMENT,
+            "MLFLOW_BACKEND_STORE_URI": self.database_uri,
+            "PGPASSFILE": str(self.pgpass),
+            "MLFLOW_AUTH_CONFIG_PATH": str(auth_config),
+            "MLFLOW_AUTH_ADMIN_USERNAME": username,
+            "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+            # The server's login pages need a CSRF key: a fresh one per start (sessions do not survive it).
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(32),
+        }
+        command = [
+            sys.executable,
+            *("-m", "mlflow", "server"),
+            f"--host={HOST}",
+            f"--port={self.port}",
+            *SERVER_FLAGS,
+            f"--artifacts-destination={self.artifacts}",
+        ]
+        with (self.logs / "mlflow.log").open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                env=environment,
+                cwd=self.directory,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its workers share its process group: stopped together
+            )
+        self.mlflow = Recorded(process.pid, _wait_for_start_time(process.pid))
+        self.save()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _healthy(self.tracking_uri):
+            if process.poll() is not None:
+                raise TrackingError(
+                    f"the MLflow server exited during start-up (exit {process.returncode}); "
+                    f"see {self.logs / 'mlflow.log'}"
+                )
+            if time.monotonic() > deadline:
+                raise TrackingError(f"the MLflow server did not answer in {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.5)
+
+    def stop_mlflow(self) -> None:
+        if self.mlflow is not None and self.mlflow.alive():
+            _signal_and_wait(self.mlflow, signal.SIGTERM, group=True)
+        self.mlflow = None
+        if self.directory.is_dir():
+            self.save()
+
+    def _auth_config(self) -> Path:
+        """infra/mlflow/basic_auth.ini's settings, with the users database in this server's directory."""
+        config = configparser.ConfigParser()
+        config["mlflow"] = {**AUTH_SETTINGS, "database_uri": f"sqlite:///{self.directory / 'basic_auth.db'}"}
+        path = self.directory / "basic_auth.ini"
+        with path.open("w") as out:
+            config.write(out)
+        return path
+
+    # -- running as the postgres user ----------------------------------------------------------------------
+
+    def _give_to_postgres(self, *paths: Path) -> None:
+        """PostgreSQL refuses to run as root: as root, its files belong to the `postgres` user, and every
+        directory above them must let it pass."""
+        if os.geteuid() != 0:
+            return
+        account = _postgres_account()
+        for path in paths:
+            os.chown(path, account.pw_uid, account.pw_gid)
+        for parent in self.directory.resolve().parents:
+            if parent.stat().st_mode & 0o001 == 0:
+                raise TrackingError(
+                    f"{parent} is closed to the postgres user (mode {parent.stat().st_mode & 0o777:o}); "
+                    "choose a --dir below /tmp"
+                )
+        self.directory.chmod(0o711)
+
+    def _as_postgres(self, *command: str, log: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        with (self.logs / f"{log}.log").open("ab") as out:
+            done = subprocess.run(
+                [*prefix, *command],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise TrackingError(
+                f"{Path(command[0]).name} failed (exit {done.returncode}); see {self.logs / log}.log"
+            )
+
+
+def _postgres_account() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        raise TrackingError(
+            f"no `postgres` user on this machine to run PostgreSQL as root; {INSTALL_HINT}"
+        ) from None
+
+
+def _start_time(pid: int) -> str:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot); '' when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _wait_for_start_time(pid: int) -> str:
+    for _ in range(50):
+        started = _start_time(pid)
+        if started:
+            return started
+        time.sleep(0.1)
+    raise TrackingError(f"process {pid} vanished at start")
+
+
+def _signal_and_wait(process: Recorded, first: signal.Signals, *, group: bool) -> None:
+    """`first`, then SIGKILL after STOP_TIMEOUT_S; to the process group led by the process when `group`."""
+    send = os.killpg if group else os.kill
+    for sig in (first, signal.SIGKILL):
+        try:
+            send(process.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            _reap(process.pid)
+            members = _group_members(process.pid) if group else ([process.pid] if process.alive() else [])
+            if not members:
+                return
+            time.sleep(0.1)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # a child of this process: collect it, so it is not left a zombie
+    except ChildProcessError:
+        pass
+
+
+def _group_members(group: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":  # pgrp, state
+                members.append(int(entry.name))
+    return members
+
+
+def _healthy(uri: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dicelab.tracking.team_server", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument(
+        "--dir", type=Path, required=True, help="the server's state: database, artifacts, logs"
+    )
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    try:
+        if args.action == "start":
+            if (directory / STATE_FILE).is_file():
+                previous = TeamServer.load(directory)
+                if (previous.mlflow and previous.mlflow.alive()) or (
+                    previous.postgres and previous.postgres.alive()
+                ):
+                    raise TrackingError(f"a team server already runs from {directory}; stop it first")
+                server = previous
+            else:
+                server = TeamServer(directory)
+            server.start()
+            for key, value in server.client_environment().items():
+                print(f"export {key}={value}")
+            print(f"# database (for dicelab analyze --tracking-uri): {server.database_uri}")
+        elif args.action == "stop":
+            TeamServer.load(directory).stop()
+            print(f"stopped the team server of {directory}")
+        else:
+            server = TeamServer.load(directory)
+            for name, process in (("mlflow", server.mlflow), ("postgres", server.postgres)):
+                state = "alive" if process and process.alive() else "down"
+                print(f"{name}: {state}")
+            print(f"MLFLOW_TRACKING_URI={server.tracking_uri}")
+    except TrackingError as error:
+        print(f"team server: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
