@@ -1,5 +1,5 @@
-"""The local team server (infra/scripts/mlflow-server.sh, dicelab.tracking.team_server) runs `mlflow server` as
-the compose file does: the same flags, environment and login settings (one deployment, two ways to start it)."""
+"""The local team server (infra/scripts/mlflow-server.sh, dicelab.tracking.team_server) runs `mlflow server`
+as the compose file does: the same flags, environment and login settings (one deployment, two starts)."""
 
 from __future__ import annotations
 

@@ -10,10 +10,10 @@ through `redact`, so a password written into one never reaches a log or an error
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import os
-import base64
 import re
 import urllib.error
 import urllib.request

@@ -1,9 +1,9 @@
 """A team's MLflow tracking server on this machine: PostgreSQL 15 + `mlflow server` with basic auth.
 
 The local counterpart of infra/mlflow/docker-compose.yaml (the deployment for a real team): the same
-`mlflow server` flags (`SERVER_FLAGS`, `SERVER_ENVIRONMENT`; tests/infra checks they equal the compose file's),
-PostgreSQL instead of the compose file's container, artifacts proxied by the server into a local directory
-instead of MinIO. Everything listens on 127.0.0.1 only, on free ports.
+`mlflow server` flags (`SERVER_FLAGS`, `SERVER_ENVIRONMENT`; tests/infra checks they equal the compose
+file's), PostgreSQL instead of the compose file's container, artifacts proxied by the server into a local
+directory instead of MinIO. Everything listens on 127.0.0.1 only, on free ports.
 
     python -m dicelab.tracking.team_server start --dir DIR   # prints the client environment
     python -m dicelab.tracking.team_server stop --dir DIR    # stops both, by the process ids it recorded
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import contextlib
 import json
 import os
 import pwd
@@ -254,7 +255,7 @@ class TeamServer:
         self.save()
 
     def stop_postgres(self) -> None:
-        """A fast shutdown (SIGINT to the postmaster: open transactions roll back), then wait for it to exit."""
+        """A fast shutdown (SIGINT to the postmaster: open transactions roll back); waits for its exit."""
         if self.postgres is not None and self.postgres.alive():
             _signal_and_wait(self.postgres, signal.SIGINT, group=False)
         self.postgres = None
@@ -404,10 +405,8 @@ def _signal_and_wait(process: Recorded, first: signal.Signals, *, group: bool) -
 
 
 def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)  # a child of this process: collect it, so it is not left a zombie
-    except ChildProcessError:
-        pass
+    with contextlib.suppress(ChildProcessError):  # a child of this process: collected, not left a zombie
+        os.waitpid(pid, os.WNOHANG)
 
 
 def _group_members(group: int) -> list[int]:
