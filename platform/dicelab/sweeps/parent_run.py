@@ -26,6 +26,11 @@ from dicelab.tracking import conventions as names
 from dicelab.tracking import ensure_experiment, links
 
 VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
+# The sweep's cost on its parent run: the trials' resource-seconds summed, in hours, and how many trials
+# reported them (a trial that crashed before its end reports none).
+COST_CPU_HOURS = "cost/cpu_hours"
+COST_GPU_HOURS = "cost/gpu_hours"
+COST_TRIALS = "cost/trials"
 
 
 def swept_keys(plan: SweepPlan) -> list[str]:
@@ -93,6 +98,7 @@ def close_parent_run(
     """Sweep-level metrics (trial counts, best metric) and the parent's status; returns the outcome counts."""
     outcomes = Counter(records.outcome_of(run) for run in runs)
     values = {f"trials_{outcome}": float(count) for outcome, count in outcomes.items()}
+    values |= cost_totals(runs)
     best = best_run(runs, metric)
     if best is not None:
         values[names.best_metric(metric)] = best.data.metrics[names.best_metric(metric)]
@@ -106,6 +112,19 @@ def close_parent_run(
     status = records.KILLED if interrupted else records.FINISHED if succeeded else records.FAILED
     client.set_terminated(state.parent_run_id, status=status)
     return outcomes
+
+
+def cost_totals(runs: list[Run]) -> dict[str, float]:
+    """The trials' CPU- and GPU-seconds summed, in hours, with the number of trials that reported them;
+    empty when none did."""
+    costed = [run.data.metrics for run in runs if names.COST_WALL_SECONDS in run.data.metrics]
+    if not costed:
+        return {}
+    return {
+        COST_CPU_HOURS: sum(metrics.get(names.COST_CPU_SECONDS, 0.0) for metrics in costed) / 3600,
+        COST_GPU_HOURS: sum(metrics.get(names.COST_GPU_SECONDS, 0.0) for metrics in costed) / 3600,
+        COST_TRIALS: float(len(costed)),
+    }
 
 
 def best_run(runs: list[Run], metric: str) -> Run | None:
@@ -151,6 +170,12 @@ def print_closing(
         key = names.best_metric(metric)
         label = (best.info.run_name or "").split(RESULT_SEPARATOR)[0]
         lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
+    cost = cost_totals(runs)
+    if cost:
+        lines.append(
+            f"cost:   {cost[COST_CPU_HOURS]:.3g} CPU-hours, {cost[COST_GPU_HOURS]:.3g} GPU-hours "
+            f"({int(cost[COST_TRIALS])} trials)"
+        )
     if uri.startswith(("http://", "https://")):
         lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
     else:

@@ -1,0 +1,91 @@
+"""A sweep's cost on its parent run: the trials' CPU- and GPU-seconds summed in hours (real SQLite store)."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+from rich.console import Console
+
+from dicelab.sweeps import records
+from dicelab.sweeps.parent_run import (
+    COST_CPU_HOURS,
+    COST_GPU_HOURS,
+    COST_TRIALS,
+    close_parent_run,
+    print_closing,
+)
+from dicelab.sweeps.state import SweepState
+from dicelab.tracking import conventions as names
+from dicelab.tracking.store import ensure_experiment
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory) -> MlflowClient:
+    # one store for the module (creating its schema takes seconds); each test writes its own experiment
+    return MlflowClient(f"sqlite:///{tmp_path_factory.mktemp('cost') / 'mlflow.db'}")
+
+
+def _sweep(client: MlflowClient, name: str, trials: list[dict[str, float] | None]) -> tuple[SweepState, list]:
+    """A parent run and a closed trial run per entry: its cost metrics (None: a trial that reported none)."""
+    experiment = ensure_experiment(client, name)
+    parent = client.create_run(experiment, tags={names.ROLE: names.ROLE_PARENT}).info.run_id
+    now = int(time.time() * 1000)
+    for index, cost in enumerate(trials):
+        run_id = records.create_trial_run(
+            client,
+            experiment,
+            run_name=f"ce seed={index}",
+            parent_run_id=parent,
+            tags={names.SWEEP_ID: "s1", names.TRIAL_ID: f"t{index}"},
+            params={"loss.name": "ce", "train.seed": index},
+        )
+        metrics = [Metric(names.best_metric("f1"), 0.5 + index / 100, now, 0)]
+        metrics += [Metric(key, value, now, 10) for key, value in (cost or {}).items()]
+        client.log_batch(run_id, metrics=metrics)
+        outcome = names.COMPLETED if cost is not None else names.FAILED
+        records.close_run(client, run_id, outcome, None if cost is not None else "worker died")
+    state = SweepState("s1", name, experiment, parent, client.tracking_uri, "digest", time.ctime())
+    return state, records.trial_runs(client, experiment, "s1")
+
+
+def _cost(cpu_s: float, wall_s: float, gpu_fraction: float) -> dict[str, float]:
+    return {
+        names.COST_CPU_SECONDS: cpu_s,
+        names.COST_WALL_SECONDS: wall_s,
+        names.COST_GPU_SECONDS: gpu_fraction * wall_s,
+    }
+
+
+def test_the_parent_run_sums_the_trials_cost_in_hours(client):
+    # four packed trials (a quarter GPU each) of 1800 s, and one crashed before reporting anything
+    state, runs = _sweep(client, "packed", [_cost(900.0, 1800.0, 0.25)] * 4 + [None])
+    close_parent_run(client, state, runs, "f1", interrupted=False)
+    parent = client.get_run(state.parent_run_id).data.metrics
+    assert parent[COST_CPU_HOURS] == pytest.approx(4 * 900 / 3600)
+    assert parent[COST_GPU_HOURS] == pytest.approx(4 * 0.25 * 1800 / 3600)  # 0.5 GPU-hours
+    assert parent[COST_TRIALS] == 4  # the crashed trial reported no cost
+    assert parent["trials_completed"] == 4 and parent["trials_failed"] == 1
+
+    console = Console(file=io.StringIO(), width=200)
+    print_closing(console, state, runs, {names.COMPLETED: 4, names.FAILED: 1}, "f1", client.tracking_uri)
+    assert "cost:   1 CPU-hours, 0.5 GPU-hours (4 trials)" in console.file.getvalue()
+
+
+def test_cpu_trials_cost_cpu_hours_and_no_gpu_hours(client):
+    state, runs = _sweep(client, "cpu", [_cost(120.0, 60.0, 0.0), _cost(240.0, 90.0, 0.0)])
+    close_parent_run(client, state, runs, "f1", interrupted=False)
+    parent = client.get_run(state.parent_run_id).data.metrics
+    assert parent[COST_CPU_HOURS] == pytest.approx(360 / 3600)
+    assert parent[COST_GPU_HOURS] == 0.0
+    assert parent[COST_TRIALS] == 2
+
+
+def test_trials_without_cost_leave_the_parent_without_cost_metrics(client):
+    state, runs = _sweep(client, "crashed", [None, None])
+    close_parent_run(client, state, runs, "f1", interrupted=False)
+    parent = client.get_run(state.parent_run_id).data.metrics
+    assert not {COST_CPU_HOURS, COST_GPU_HOURS, COST_TRIALS} & set(parent)
