@@ -1,0 +1,90 @@
+"""`dicelab predict MODEL INPUT [--out FILE]`: a saved model's predictions, one JSON line per example.
+
+MODEL: `models:/<model_id>`, `models:/<name>/<version>`, `runs:/<run_id>/model` (from the tracking store) or a
+local directory (an MLflow model directory or a dicelab bundle). INPUT: a split file of the model's family
+(TSV / CSV / JSON lines / Parquet / CoNLL / SQuAD / MRC-NER JSON). The output holds the task's prediction
+records: labels and probabilities (pairs, sentences), tags (tagging), entity spans (mrc_ner), answers (span
+extraction), with the gold fields when the input has them. Exit code 2, and no output file, on a bad model
+or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from dicelab.errors import DataError, TrackingError
+
+FORMATS = ("auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="models:/…, runs:/…/model or a local model directory")
+    parser.add_argument("input", help="a data file of the model's task family")
+    parser.add_argument("--out", help="write the JSON lines here (default: stdout)")
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="INPUT's format (default: suffix)")
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow store of models:/ and runs:/ URIs "
+        "(default: env MLFLOW_TRACKING_URI, sqlite under ./.dicelab/)",
+    )
+    parser.add_argument("--batch-size", type=int, help="examples per batch (default: the trial's eval batch)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    source = Path(args.input).expanduser()
+    if not source.is_file():
+        raise DataError(f"{source}: no such file")
+    tracking_uri = _store(args.model, args.tracking_uri)
+    import torch
+
+    from dicelab.models.inputs import read_input
+    from dicelab.models.loading import load_model
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_model(args.model, tracking_uri=tracking_uri, device=device)
+    frame = read_input(source, model.family, model.task_name, args.format)
+    records = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet)
+    lines = "".join(json.dumps(record, ensure_ascii=False, default=str) + "\n" for record in records)
+    if args.out is None:
+        sys.stdout.write(lines)
+        return 0
+    _write_atomically(Path(args.out), lines)
+    if not args.quiet:
+        print(f"{len(records)} predictions -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _store(model: str, cli_uri: str | None) -> str | None:
+    """The tracking store for an MLflow URI (None for a local directory); a missing SQLite file is an error
+    (MLflow would create an empty store and then find no model in it)."""
+    if not model.startswith(("models:/", "runs:/")):
+        return None
+    from dicelab.tracking import resolve_tracking_uri
+    from dicelab.tracking.store import SQLITE_PREFIX, sqlite_path
+
+    uri = resolve_tracking_uri(cli_uri)
+    if uri.startswith(SQLITE_PREFIX) and not sqlite_path(uri).is_file():
+        raise TrackingError(f"model {model}: no MLflow store at {sqlite_path(uri)} (give --tracking-uri)")
+    return uri
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """All of it or nothing: a temporary file beside `path`, renamed over it once written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

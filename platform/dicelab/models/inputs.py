@@ -1,0 +1,87 @@
+"""Reading what `dicelab predict` predicts on: any split file the data layer reads, for the model's family.
+
+Gold columns are optional in JSON lines (the input columns are enough: text_a[, text_b] / tokens /
+question, context[, id]); the other formats are read as the data layer reads training data. A file that holds
+another family's data is named as such, rather than as a missing column.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from dicelab.data import read_split_file
+from dicelab.errors import DataError
+from dicelab.models.saved import GOLD_COLUMNS, INPUT_COLUMNS
+
+FAMILY_DATA = {"pairs": "sentence pairs", "tagging": "tagged tokens", "spans": "questions with contexts"}
+
+
+def read_input(path: Path, family: str, task_name: str, format: str = "auto") -> pd.DataFrame:
+    """The examples of `path` in the canonical columns of `family` (gold columns when the file has them)."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        return _read(path, family, format)
+    except DataError as error:
+        unlabelled = _unlabelled_jsonl(path, family) if format in ("auto", "jsonl") else None
+        if unlabelled is not None:
+            return unlabelled
+        other = _other_family(path, family, format)
+        if other is not None:
+            needs = ", ".join(INPUT_COLUMNS[family])
+            raise DataError(
+                f"{path}: holds {other} data ({FAMILY_DATA[other]}), but the model is a {task_name} model, "
+                f"which predicts on {family} data ({needs})"
+            ) from None
+        raise error from None
+
+
+def _read(path: Path, family: str, format: str) -> pd.DataFrame:
+    try:
+        return read_split_file(path, family, format)  # type: ignore[arg-type]
+    except DataError:
+        # BERT-MRC's JSON (mrc-ner.test) is a .json file the suffix alone does not tell from JSON lines
+        if format == "auto" and family == "tagging" and path.suffix.lower() == ".json":
+            return read_split_file(path, "tagging", "mrc_ner")
+        raise
+
+
+def _unlabelled_jsonl(path: Path, family: str) -> pd.DataFrame | None:
+    """JSON lines with the family's input columns and none of its gold ones, else None."""
+    records = _json_lines(path)
+    if records is None:
+        return None
+    frame = pd.DataFrame(records)
+    has_inputs = all(column in frame.columns for column in INPUT_COLUMNS[family])
+    has_gold = any(column in frame.columns for column in GOLD_COLUMNS[family])
+    return frame if has_inputs and not has_gold and len(frame) else None
+
+
+def _other_family(path: Path, family: str, format: str) -> str | None:
+    """The family whose data `path` holds, when it is not `family`."""
+    records = _json_lines(path)
+    for other in INPUT_COLUMNS:
+        if other == family:
+            continue
+        if records and all(column in records[0] for column in INPUT_COLUMNS[other]):
+            return other
+        try:
+            _read(path, other, format)
+        except DataError:
+            continue
+        return other
+    return None
+
+
+def _json_lines(path: Path) -> list[dict] | None:
+    if path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return records if all(isinstance(record, dict) for record in records) else None

@@ -1,0 +1,54 @@
+"""Loading a saved model from `models:/…`, `runs:/…` or a local directory."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+
+import torch
+
+from dicelab.errors import DataError, TrackingError
+from dicelab.models.bundle import BUNDLE_ARTIFACT, is_bundle
+from dicelab.models.saved import SavedModel, load_bundle
+
+MLFLOW_SCHEMES = ("models:/", "runs:/")
+MLMODEL_FILE = "MLmodel"
+
+
+def load_model(
+    uri: str | Path, *, tracking_uri: str | None = None, device: str | torch.device = "cpu"
+) -> SavedModel:
+    """The saved model at `uri`: `models:/<model_id>` or `models:/<name>/<version>`, `runs:/<run_id>/model`
+    (from the tracking store `tracking_uri`, default MLflow's), an MLflow model directory, or a bundle
+    directory. Raises DataError / TrackingError with one line naming `uri` when there is no model there."""
+    text = str(uri)
+    if not text.startswith(MLFLOW_SCHEMES):
+        return load_bundle(_bundle_of(Path(text).expanduser(), text), device)
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    # models:/ and runs:/ resolve through the process's tracking (and registry) URI, whatever is passed
+    # to download_artifacts: point it at the store for the download (MLflow's own scoped switch).
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    scope = _use_tracking_uri(tracking_uri) if tracking_uri else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory(prefix="dicelab-download-") as tmp, scope:
+        try:
+            local = mlflow.artifacts.download_artifacts(text, dst_path=tmp)
+        except (MlflowException, OSError) as error:
+            message = getattr(error, "message", None) or str(error)
+            raise TrackingError(f"model {text}: not found ({message.splitlines()[0]})") from None
+        return load_bundle(_bundle_of(Path(local), text), device)
+
+
+def _bundle_of(directory: Path, name: str) -> Path:
+    if is_bundle(directory):
+        return directory
+    if (directory / MLMODEL_FILE).is_file() and is_bundle(directory / "artifacts" / BUNDLE_ARTIFACT):
+        return directory / "artifacts" / BUNDLE_ARTIFACT
+    if not directory.exists():
+        raise DataError(f"model {name}: no such directory")
+    raise DataError(
+        f"model {name}: not a dicelab model (no MLmodel with a dicelab bundle, no dicelab_model.json)"
+    )

@@ -1,0 +1,189 @@
+"""Saving a trial's weights as a model: an MLflow 3 logged model on the trial's run, or a local directory.
+
+Both are the same MLflow pyfunc model directory (MLmodel, the pickled DicelabPyfuncModel, requirements,
+and the bundle under artifacts/bundle), so `dicelab predict` and `mlflow.pyfunc.load_model` read either.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dicelab.config import ExperimentConfig
+from dicelab.errors import TrackingError
+from dicelab.models.bundle import BUNDLE_ARTIFACT, BundleInfo, write_bundle
+from dicelab.tasks import TASKS
+
+MODEL_NAME = "model"  # the logged model's name: runs:/<run_id>/model
+# Tags on the logged model
+TASK_TAG = "dicelab.task"
+METRIC_TAG = "dicelab.metric"
+STEP_TAG = "dicelab.step"
+# Tags on the trial's run: the model logged on it, or why saving it failed
+MODEL_TAG = "dicelab.model"
+MODEL_ERROR_TAG = "dicelab.model_error"
+
+
+@dataclass
+class ModelRef:
+    uri: str  # models:/<model_id>
+    model_id: str
+    run_uri: str  # runs:/<run_id>/model
+    version: str | None = None  # the Model Registry version, when registered
+
+
+def save_model_dir(
+    directory: str | Path,
+    config: ExperimentConfig,
+    label_names: list[str],
+    tokenizer: Any,
+    state_dict: dict[str, torch.Tensor],
+    *,
+    metrics: dict[str, float] | None = None,
+    metric: str | None = None,
+    step: int | None = None,
+    mlflow_model: Any = None,
+) -> Path:
+    """Write the model as an MLflow pyfunc directory at `directory` (which must not exist yet).
+
+    tokenizer: a tokenizer, or the directory / hub id AutoTokenizer loads (TrialInputs.tokenizer_path).
+    state_dict: the model's weights (CPU tensors), e.g. TrialResult.best_model_state; metrics: their dev
+    metrics, metric: the one the trial selected on (TrialResult.metric), step: their optimizer step.
+    """
+    import mlflow.pyfunc
+
+    from dicelab.models.pyfunc import DicelabPyfuncModel
+
+    directory = Path(directory)
+    task = TASKS.get(config.task.name)
+    info = BundleInfo(
+        task=task.name,
+        family=task.family,
+        label_names=list(label_names),
+        decoding=config.task.model_dump(mode="json"),
+        metric=metric or config.train.metric,
+        metrics={key: float(value) for key, value in (metrics or {}).items()},
+        step=step,
+        backbone=config.model.backbone,
+    )
+    with tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging:
+        bundle = Path(staging) / BUNDLE_ARTIFACT
+        write_bundle(bundle, config, info, _tokenizer(tokenizer), state_dict)
+        mlflow.pyfunc.save_model(
+            str(directory),
+            python_model=DicelabPyfuncModel(),
+            artifacts={BUNDLE_ARTIFACT: str(bundle)},
+            pip_requirements=requirements(config),
+            mlflow_model=mlflow_model,
+        )
+    return directory
+
+
+def log_model(
+    tracking_uri: str,
+    run_id: str,
+    config: ExperimentConfig,
+    label_names: list[str],
+    tokenizer: Any,
+    state_dict: dict[str, torch.Tensor],
+    *,
+    metrics: dict[str, float] | None = None,
+    metric: str | None = None,
+    step: int | None = None,
+    register: str | None = None,
+) -> ModelRef:
+    """Log the model on run `run_id` as an MLflow 3 logged model (a run output at `step`); with `register`,
+    also a new version of that registered model. Arguments as `save_model_dir`."""
+    from mlflow import MlflowClient
+    from mlflow.entities import LoggedModelOutput
+    from mlflow.exceptions import MlflowException
+    from mlflow.models import Model
+
+    client = MlflowClient(tracking_uri)
+    try:
+        run = client.get_run(run_id)
+        tags = {TASK_TAG: config.task.name, METRIC_TAG: metric or config.train.metric}
+        if step is not None:
+            tags[STEP_TAG] = str(step)
+        logged = client.create_logged_model(
+            run.info.experiment_id, name=MODEL_NAME, source_run_id=run_id, tags=tags, model_type="dicelab"
+        )
+        model_id = logged.model_id
+        try:
+            with tempfile.TemporaryDirectory(prefix="dicelab-model-") as staging:
+                directory = Path(staging) / MODEL_NAME
+                description = Model(
+                    artifact_path=logged.artifact_location,
+                    model_uuid=model_id,
+                    run_id=run_id,
+                    model_id=model_id,
+                )
+                save_model_dir(
+                    directory, config, label_names, tokenizer, state_dict,
+                    metrics=metrics, metric=metric, step=step, mlflow_model=description,
+                )  # fmt: skip
+                client.log_model_artifacts(model_id, str(directory))
+        except BaseException:
+            client.finalize_logged_model(model_id, "FAILED")
+            raise
+        client.finalize_logged_model(model_id, "READY")
+        client.log_outputs(run_id, [LoggedModelOutput(model_id, step=step or 0)])
+        ref = ModelRef(f"models:/{model_id}", model_id, f"runs:/{run_id}/{MODEL_NAME}")
+        client.set_tag(run_id, MODEL_TAG, ref.uri)
+        if register:
+            ref.version = _register(client, register, ref, run_id)
+    except MlflowException as error:
+        raise TrackingError(f"saving the model of run {run_id} in {tracking_uri}: {error.message}") from None
+    return ref
+
+
+def requirements(config: ExperimentConfig) -> list[str]:
+    """What loading the model needs: dicelab (its task code decodes) and the libraries it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    wanted = ["dicelab", "torch", "transformers", "tokenizers", "safetensors", "pandas", "mlflow"]
+    if config.task.name in ("token_tagging", "mrc_ner"):
+        wanted.append("seqeval")
+    pinned = []
+    for name in wanted:
+        try:
+            pinned.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            pinned.append(name)
+    return pinned
+
+
+def _tokenizer(tokenizer: Any) -> Any:
+    if isinstance(tokenizer, str | Path):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    return tokenizer
+
+
+def _register(client: Any, name: str, ref: ModelRef, run_id: str) -> str:
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as error:
+        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+            raise
+    version = client.create_model_version(name, ref.uri, run_id=run_id, model_id=ref.model_id)
+    return str(version.version)
+
+
+__all__ = [
+    "MODEL_ERROR_TAG",
+    "MODEL_NAME",
+    "MODEL_TAG",
+    "ModelRef",
+    "log_model",
+    "requirements",
+    "save_model_dir",
+]

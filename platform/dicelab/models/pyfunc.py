@@ -1,0 +1,29 @@
+"""The `mlflow.pyfunc` flavour of a saved model: `mlflow.pyfunc.load_model(uri).predict(frame)`.
+
+The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle"; this class is
+pickled by reference, so loading needs the dicelab package importable (it is a declared requirement).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import pandas as pd
+
+from dicelab.models.bundle import BUNDLE_ARTIFACT
+
+
+class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
+    """predict(frame) -> a DataFrame of the task's prediction records, one row per input row."""
+
+    def load_context(self, context: Any) -> None:
+        from dicelab.models.saved import load_bundle
+
+        self.saved = load_bundle(Path(context.artifacts[BUNDLE_ARTIFACT]))
+
+    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> Any:
+        frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
+        batch_size = (params or {}).get("batch_size")
+        return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
