@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from dicelab.config.yaml_loader import load_yaml
+
 
 @dataclass(frozen=True)
 class PaperNumbers:
@@ -133,6 +135,6 @@ def _as_number(value: Any) -> float | None:
 
 def _parse_value(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)  # a param logged as 1e-05 is a number
     except yaml.YAMLError:
         return text

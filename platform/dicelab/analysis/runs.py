@@ -19,6 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dicelab.analysis._run_tables import RunTables, read_histories, read_run_tables
 from dicelab.analysis._store import find_experiment, open_client, quiet_artifact_transfers
 from dicelab.analysis.paper import PaperNumbers, paper_from_config, paper_from_params
+from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 
@@ -223,7 +224,7 @@ def _paper_of(client: MlflowClient, parent_run_id: str) -> tuple[PaperNumbers, l
                 dst_path=scratch,
                 tracking_uri=client.tracking_uri,
             )
-            config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            config = load_yaml(Path(path).read_text(encoding="utf-8"))
         except (MlflowException, OSError, yaml.YAMLError):
             config = None
     if isinstance(config, dict) and config.get("paper") is not None:
