@@ -99,9 +99,11 @@ class SweepLog:
         metric: str = "f1",
         history: Iterable[tuple[int, float]] | None = None,
         trial_id: str | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> str:
         """One trial run. `best` is logged as best_dev_<metric> (None: not logged); `history` as dev_<metric>
-        (default: three evaluations ending at `best` - 0.01, so final and best differ)."""
+        (default: three evaluations ending at `best` - 0.01, so final and best differ); `metrics` at the
+        trial's end, as the trial logs its cost and peak memory."""
         self._count += 1
         tags = {
             names.ROLE: names.ROLE_TRIAL,
@@ -129,12 +131,13 @@ class SweepLog:
         if history is None and best is not None:
             history = [(10, best - 0.05), (20, best), (30, best - 0.01)]
         now = self._clock
-        metrics = [Metric(names.dev_metric(metric), value, now, step) for step, value in history or []]
-        metrics += [Metric("epoch", step / 10, now, step) for step, _ in history or []]
+        logged = [Metric(names.dev_metric(metric), value, now, step) for step, value in history or []]
+        logged += [Metric("epoch", step / 10, now, step) for step, _ in history or []]
         if best is not None:
-            metrics.append(Metric(names.best_metric(metric), best, now, 0))
+            logged.append(Metric(names.best_metric(metric), best, now, 0))
+        logged += [Metric(key, value, now, 0) for key, value in (metrics or {}).items()]
         self.client.log_batch(
-            run.info.run_id, metrics=metrics, params=[Param(key, str(value)) for key, value in flat.items()]
+            run.info.run_id, metrics=logged, params=[Param(key, str(value)) for key, value in flat.items()]
         )
         failed = outcome in (names.FAILED, names.NON_FINITE)
         self.client.set_terminated(run.info.run_id, "FAILED" if failed else "FINISHED", end_time=self._tick())

@@ -1,5 +1,6 @@
 """The report's opening "Decision" section (and `dicelab analyze`'s console summary): the best configuration,
-what it beats and how surely, what is undecided and how many seeds would decide it, a seed race's record."""
+what it beats and how surely, what is undecided and how many seeds would decide it, what the decision cost
+and what those seeds would cost, how many trials fit on one GPU, a seed race's record."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pandas as pd
 
 from dicelab.analysis._format import count, interval, number
 from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
+from dicelab.analysis.cost import memory_statements, next_step_statement, spent_statement
 from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
-from dicelab.analysis.observations import AnalysisOptions, metric_label
+from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, metric_label
 from dicelab.analysis.race import RaceRecord
 from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
 
@@ -45,7 +47,14 @@ class _Oriented:
     row: pd.Series
 
 
-def decision_blocks(decisions: Decisions, races: list[RaceRecord], options: AnalysisOptions) -> list[Block]:
+def decision_blocks(
+    decisions: Decisions,
+    races: list[RaceRecord],
+    options: AnalysisOptions,
+    trials: pd.DataFrame | None = None,
+) -> list[Block]:
+    """`trials`: the observations (a row per trial, with its cost metrics) the decision was made from; with
+    them the section says what it cost, what the next seeds would cost, and how many trials fit on a GPU."""
     blocks: list[Block] = [Heading("Decision")]
     arenas = decisions.arenas
     if arenas.empty:
@@ -55,9 +64,12 @@ def decision_blocks(decisions: Decisions, races: list[RaceRecord], options: Anal
         rows = _rows_of(decisions.comparisons, arena)
         if titled:
             blocks.append(Heading(_arena_title(arena), 3))
-        blocks.append(Bullets(arena_statements(arena, rows, options)))
+        blocks.append(Bullets(arena_statements(arena, rows, options, trials=trials)))
         if len(rows):
             blocks.append(_table(rows, options))
+    costs = cost_statements(trials)
+    if costs:
+        blocks.append(Bullets(costs))
     blocks.append(Text(method_text(decisions, options)))
     if decisions.notes:
         blocks.append(Bullets(decisions.notes))
@@ -66,7 +78,12 @@ def decision_blocks(decisions: Decisions, races: list[RaceRecord], options: Anal
     return blocks
 
 
-def decision_lines(decisions: Decisions, races: list[RaceRecord], options: AnalysisOptions) -> list[str]:
+def decision_lines(
+    decisions: Decisions,
+    races: list[RaceRecord],
+    options: AnalysisOptions,
+    trials: pd.DataFrame | None = None,
+) -> list[str]:
     """The same decision as plain console lines."""
     lines = ["Decision"]
     titled = len(decisions.arenas) > 1
@@ -74,10 +91,12 @@ def decision_lines(decisions: Decisions, races: list[RaceRecord], options: Analy
         rows = _rows_of(decisions.comparisons, arena)
         if titled:
             lines.append(f"  {_plain(_arena_title(arena))}")
-        statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE)
+        statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE, trials)
         lines += [f"  - {_plain(statement)}" for statement in statements]
     if decisions.arenas.empty:
         lines.append("  nothing to decide: no configuration has a usable trial")
+    else:
+        lines += [f"  - {_plain(statement)}" for statement in cost_statements(trials)]
     test = "exact sign-flip permutation test" if options.test == "permutation" else "paired t test"
     lines.append(
         f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
@@ -89,9 +108,14 @@ def decision_lines(decisions: Decisions, races: list[RaceRecord], options: Analy
 
 
 def arena_statements(
-    arena: pd.Series, rows: pd.DataFrame, options: AnalysisOptions, max_undecided: int = MAX_UNDECIDED
+    arena: pd.Series,
+    rows: pd.DataFrame,
+    options: AnalysisOptions,
+    max_undecided: int = MAX_UNDECIDED,
+    trials: pd.DataFrame | None = None,
 ) -> list[str]:
-    """Sentences (with `names` marked) saying what the comparisons of one arena decided."""
+    """Sentences (with `names` marked) saying what the comparisons of one arena decided; with the `trials`
+    (observations), what the seeds that would decide the rest would cost."""
     level = f"{options.confidence:.0%}"
     best = str(arena["best"])
     statements = [
@@ -128,6 +152,9 @@ def arena_statements(
             f"…and {len(undecided) - max_undecided} more undecided comparisons: see the table "
             "(`comparisons.csv`)."
         )
+    if trials is not None:
+        next_step = next_step_statement(rows, arena_trials(trials, arena))
+        statements += [next_step] if next_step else []
     statements += _missing_and_unpaired(rows)
     if arena["not_compared"]:
         statements.append(f"Not compared, no usable seed: {arena['not_compared']}.")
@@ -139,6 +166,26 @@ def arena_statements(
             f"{minimum_pairs(options, family)} paired seeds with this test (seeds needed are sized for it)."
         )
     return statements
+
+
+def cost_statements(trials: pd.DataFrame | None) -> list[str]:
+    """What the decision's trials cost (every trial, failed ones too) and how many fit on one GPU."""
+    if trials is None:
+        return []
+    spent = spent_statement(trials)
+    return [*([spent] if spent else []), *memory_statements(trials)]
+
+
+def arena_trials(trials: pd.DataFrame, arena: pd.Series) -> pd.DataFrame:
+    """The trials of one arena (usable or not): its experiment, task, metric and variant."""
+    mask = (
+        (trials["experiment"] == arena["experiment"])
+        & (trials[TASK] == arena["task"])
+        & (trials["metric"] == arena["metric"])
+    )
+    if arena["variant"] != ALL_VARIANTS:
+        mask &= trials[VARIANT] == arena["variant"]
+    return trials[mask]
 
 
 def method_text(decisions: Decisions, options: AnalysisOptions) -> str:

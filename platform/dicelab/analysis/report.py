@@ -55,7 +55,7 @@ def build_report(
         raise
     files = sorted(path for path in out.rglob("*") if path.is_file())
     logged = log_report(runs, out) if log_to_mlflow else None
-    decision = decision_lines(ctx.decisions, ctx.races, options)
+    decision = decision_lines(ctx.decisions, ctx.races, options, ctx.obs)
     return Report(out, out / "report.md", out / "report.html", files, logged, notes, decision)
 
 
@@ -63,7 +63,7 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
     document = Document(f"dicelab report: {' vs '.join(ctx.runs.experiments)}")
     document.add(
         *sections.header(ctx),
-        *decision_blocks(ctx.decisions, ctx.races, ctx.options),
+        *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs),
         *sections.trials(ctx, notes),
         *sections.ablation(ctx),
         *sections.sensitivity(ctx),
