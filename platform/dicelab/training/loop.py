@@ -9,12 +9,23 @@ Errors found while setting up (bad config, unreadable data, unknown backbone) ra
 
 One host sync per optimizer step reads the loss and gradient norm, so that a NaN stops the trial at the
 step where it appears (Hugging Face Trainer syncs as often for its NaN filter).
+
+In fp16 a gradient scaler multiplies the loss before the backward pass; a step whose gradients overflow is
+skipped by the scaler (which then halves the scale) instead of stopping the trial. Skipped steps are counted
+(`train_skipped_steps`); MAX_CONSECUTIVE_SKIPS of them in a row end the trial as non-finite: the scale has
+then fallen by 2**20 (from 65536 to below 0.1), so the gradients overflow even unscaled and the trial would
+otherwise sit on a plateau of skipped steps.
+
+At its end the trial records what it used (`TrialResult.resource_metrics`: wall, CPU and GPU seconds, peak
+GPU memory, skipped steps; see `dicelab.training.resources`) and drops its model and optimizer, returning
+their GPU memory, before `reporter.on_end`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +44,12 @@ from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
 from dicelab.training.optim import build_optimizer, build_scheduler
 from dicelab.training.plan import TrainingPlan
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+from dicelab.training.resources import ResourceMeter, TrialResources, default_resources, release_memory
 from dicelab.training.runtime import (
     autocast,
     cpu_copy,
+    device_fallback,
+    gradient_scaler,
     restore_rng,
     rng_state,
     seed_everything,
@@ -45,6 +59,7 @@ from dicelab.training.runtime import (
 )
 
 STATE_FORMAT = 1
+MAX_CONSECUTIVE_SKIPS = 20  # fp16 steps the gradient scaler may skip in a row before the trial is non-finite
 
 
 def run_trial(
@@ -53,10 +68,13 @@ def run_trial(
     *,
     inputs: TrialInputs | None = None,
     resume_state: dict[str, Any] | None = None,
+    resources: TrialResources | None = None,
 ) -> TrialResult:
     """Train and evaluate one configuration (see the module docstring for what it returns and raises).
 
     resume_state: a dict from `Evaluation.state()`; the trial continues exactly where that one was.
+    resources: what the runner reserved for the trial (a sweep passes Ray's GPU fraction and ids); None is a
+    whole GPU when the trial runs on CUDA, none on CPU.
     """
     reporter = reporter or Reporter()
     inputs = inputs if inputs is not None else prepare_inputs(config)
@@ -66,21 +84,25 @@ def run_trial(
         raise ConfigError(
             "run_trial: resume_state comes from a trial with a different data/task/backbone config"
         )
-    device = select_device(config.train)
+    assigned_gpus = resources.gpu_ids if resources is not None else ()
+    fallback = device_fallback(assigned_gpus)
+    if fallback is not None:
+        print(f"dicelab trial: {fallback}", file=sys.stderr, flush=True)  # once; also a tag on the run
+    device = select_device(config.train, assigned_gpus)
+    meter = ResourceMeter(device, resources if resources is not None else default_resources(device))
     with torch_settings(config.train, device):
-        trial = Trial(config, inputs, device, resume_state)
+        meter.start()
+        trial = Trial(config, inputs, device, resume_state, fallback=fallback)
         try:
             reporter.on_start(config, trial.info())
             outcome, reason = trial.train(reporter)
         except NonFiniteLoss as error:
-            reporter.on_end(trial.result(names.NON_FINITE, str(error)))
+            trial.finish(reporter, meter, names.NON_FINITE, str(error))
             raise TrialFailed(str(error)) from None
         except BaseException as error:
-            reporter.on_end(trial.result(names.FAILED, first_line(error, with_type=True)))
+            trial.finish(reporter, meter, names.FAILED, first_line(error, with_type=True))
             raise
-        result = trial.result(outcome, reason)
-        reporter.on_end(result)
-        return result
+        return trial.finish(reporter, meter, outcome, reason)
 
 
 @dataclass
@@ -95,6 +117,8 @@ class Progress:
     best_eval: dict[str, Any] | None = None  # the best EvalResult, as a plain dict
     best_model_state: dict[str, torch.Tensor] | None = None  # CPU copy of the weights at the best evaluation
     evals_without_improvement: int = 0
+    skipped_steps: int = 0  # steps the fp16 gradient scaler skipped (overflowing gradients)
+    consecutive_skips: int = 0
 
 
 class NonFiniteLoss(Exception):
@@ -110,12 +134,15 @@ class Trial:
         inputs: TrialInputs,
         device: torch.device,
         resume: dict[str, Any] | None,
+        *,
+        fallback: str | None = None,
     ):
         train = config.train
-        self.config, self.inputs, self.device = config, inputs, device
+        self.config, self.inputs, self.device, self.fallback = config, inputs, device, fallback
         self.task = TASKS.get(config.task.name)()
         self.metric = train.metric if train.metric != "auto" else self.task.primary_metric(inputs.label_names)
-        self.precision = select_precision(train, device)
+        self.precision = select_precision(train, device, fell_back=fallback is not None)
+        self.scaler = gradient_scaler(device, self.precision)
         lengths = row_lengths(inputs.train_features) if train.batching == "length" else None
         self.plan = TrainingPlan.of(len(inputs.train_features), train, lengths)
 
@@ -133,6 +160,8 @@ class Trial:
             self.optimizer.load_state_dict(resume["optimizer"])
             self.scheduler.load_state_dict(resume["scheduler"])
             self.progress = Progress(**resume["progress"])
+            if self.scaler is not None and resume.get("scaler"):
+                self.scaler.load_state_dict(resume["scaler"])
             restore_rng(resume["rng"])
 
     def train(self, reporter: Reporter) -> tuple[str, str | None]:
@@ -154,13 +183,13 @@ class Trial:
                     window.add(loss, samples, seconds)
                 learning_rate = self.scheduler.get_last_lr()[0]
                 if progress.step % train.log_every_steps == 0:
-                    reporter.on_step(progress.step, log_window.take(learning_rate))
+                    reporter.on_step(progress.step, self._train_metrics(log_window, learning_rate))
 
                 end_of_epoch = progress.step % plan.steps_per_epoch == 0
                 due = progress.step % train.eval_every_steps == 0 if train.eval_every_steps else end_of_epoch
                 if due or progress.step == plan.total_steps:
                     evaluation = self._evaluate()
-                    self._report(evaluation, eval_window.take(learning_rate), reporter)
+                    self._report(evaluation, self._train_metrics(eval_window, learning_rate), reporter)
                     patience = train.early_stopping_patience
                     if patience is not None and progress.evals_without_improvement >= patience:
                         return names.EARLY_STOPPED, (
@@ -173,30 +202,66 @@ class Trial:
 
     def _optimizer_step(self, batches: list[dict[str, torch.Tensor]]) -> float:
         """Accumulate gradients over the micro-batches (mean loss), clip, step; returns the loss."""
+        scaler = self.scaler
         step_loss = torch.zeros((), device=self.device)
         for batch in batches:
             batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
             with autocast(self.device, self.precision):
                 loss = self.task.training_loss(self.model, batch, self.loss_fn)
-            (loss / len(batches)).backward()
+            share = loss / len(batches)
+            (scaler.scale(share) if scaler is not None else share).backward()
             step_loss += loss.detach()
         step_loss /= len(batches)
+        if scaler is not None:
+            scaler.unscale_(self.optimizer)  # clip, and report, the true gradients
         grad_norm = torch.zeros((), device=self.device)
         if self.config.train.max_grad_norm is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 self.model.parameters(), self.config.train.max_grad_norm
             )
         loss_value, norm_value = torch.stack([step_loss, grad_norm.to(step_loss)]).tolist()  # the one sync
-        for what, value in (("loss", loss_value), ("gradient norm", norm_value)):
+        # Under a scaler, overflowing gradients are the scaler's to skip; a non-finite loss is always fatal.
+        checks = [("loss", loss_value)] + ([] if scaler is not None else [("gradient norm", norm_value)])
+        for what, value in checks:
             if not math.isfinite(value):
-                step = self.progress.step + 1
-                epoch = self.plan.epoch_of(step)
-                raise NonFiniteLoss(f"non-finite {what} ({value}) at step {step} (epoch {epoch:.2f})")
-        self.optimizer.step()
-        self.scheduler.step()
+                raise NonFiniteLoss(f"non-finite {what} ({value}) at {self._where()}")
+        stepped = True
+        if scaler is None:
+            self.optimizer.step()
+        else:
+            scale = scaler.get_scale()
+            scaler.step(self.optimizer)  # skipped when unscale_ found inf / NaN gradients
+            scaler.update()  # ... and then the scale is halved
+            stepped = scaler.get_scale() >= scale
+            self._count_skip(stepped, scale)
+        if stepped:  # a skipped step leaves the schedule where it was (as accelerate does)
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.progress.step += 1
         return loss_value
+
+    def _count_skip(self, stepped: bool, scale: float) -> None:
+        progress = self.progress
+        if stepped:
+            progress.consecutive_skips = 0
+            return
+        progress.skipped_steps += 1
+        progress.consecutive_skips += 1
+        if progress.consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
+            raise NonFiniteLoss(
+                f"the fp16 gradient scaler skipped {progress.consecutive_skips} steps in a row "
+                f"(inf/NaN gradients down to loss scale {scale:g}) at {self._where()}"
+            )
+
+    def _where(self) -> str:
+        step = self.progress.step + 1
+        return f"step {step} (epoch {self.plan.epoch_of(step):.2f})"
+
+    def _train_metrics(self, window: Window, learning_rate: float) -> dict[str, float]:
+        metrics = window.take(learning_rate)
+        if self.scaler is not None:
+            metrics[names.SKIPPED_STEPS] = float(self.progress.skipped_steps)
+        return metrics
 
     def _evaluate(self) -> EvalResult:
         self.model.eval()
@@ -267,6 +332,7 @@ class Trial:
             "scheduler": self.scheduler.state_dict(),
             "rng": rng_state(),
             "progress": cpu_copy(progress),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
         }
 
     def info(self) -> dict[str, Any]:
@@ -278,12 +344,25 @@ class Trial:
             "start_step": self.progress.step,
             "metric": self.metric,
             "device": str(self.device),
+            "device_fallback": self.fallback,
             "precision": self.precision,
             "data_fingerprint": self.inputs.data_fingerprint,
             "manifest": self.inputs.manifest,
             "label_names": self.inputs.label_names,
             "features_cached": self.inputs.features_cached,
         }
+
+    def finish(
+        self, reporter: Reporter, meter: ResourceMeter, outcome: str, reason: str | None
+    ) -> TrialResult:
+        """Measure what the trial used, free its model's memory, then report the outcome (exactly once)."""
+        result = self.result(outcome, reason)
+        result.resource_metrics = {**meter.metrics(), names.SKIPPED_STEPS: float(self.progress.skipped_steps)}
+        # The weights the result keeps (best_model_state) are CPU copies: the GPU copies can go now.
+        del self.model, self.optimizer, self.scheduler, self.loss_fn, self.scaler
+        release_memory(self.device)
+        reporter.on_end(result)
+        return result
 
     def result(self, outcome: str, reason: str | None) -> TrialResult:
         progress = self.progress

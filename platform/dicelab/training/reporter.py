@@ -31,6 +31,9 @@ class TrialResult:
     # at that evaluation (CPU tensors: `task.build_model(...).load_state_dict(best_model_state)`).
     best_eval_result: Any = field(default=None, repr=False)
     best_model_state: dict[str, Any] | None = field(default=None, repr=False)
+    # What the trial used (dicelab.training.resources): cost/wall_seconds, cost/cpu_seconds, cost/gpu_seconds,
+    # gpu/peak_memory_mb (CUDA only) and train_skipped_steps; set before on_end, whatever the outcome.
+    resource_metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,8 +15,14 @@ import torch.utils.deterministic
 from dicelab.config import TrainConfig
 from dicelab.errors import ConfigError
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
-def select_device(train: TrainConfig) -> torch.device:
+
+def select_device(train: TrainConfig, assigned_gpus: Sequence[str] = ()) -> torch.device:
+    """The device to train on. `assigned_gpus`: the GPU ids a runner (Ray) gave the trial; when CUDA sees
+    none of them the trial trains on CPU (see `device_fallback`) instead of failing."""
+    if device_fallback(assigned_gpus) is not None:
+        return torch.device("cpu")
     if train.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device: 'cuda' was asked for but CUDA is not available (use auto or cpu)")
     if train.device == "auto":
@@ -23,19 +30,64 @@ def select_device(train: TrainConfig) -> torch.device:
     return torch.device(train.device)
 
 
-def select_precision(train: TrainConfig, device: torch.device) -> str:
-    """The precision to train in: bf16 (autocast, CUDA only: on CPU it would be slower) or fp32."""
-    if train.precision == "bf16" and device.type != "cuda":
-        raise ConfigError("train.precision: bf16 needs a CUDA device (use auto: bf16 on CUDA, fp32 on CPU)")
-    if train.precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return train.precision
+def device_fallback(assigned_gpus: Sequence[str] = ()) -> str | None:
+    """One line when a GPU was assigned (by the runner, or through CUDA_VISIBLE_DEVICES) that CUDA cannot
+    see, e.g. a Ray node that declares GPUs it does not have; None otherwise."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return fallback_reason(
+        list(assigned_gpus),
+        visible,
+        torch.cuda.is_available(),
+        torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    )
+
+
+def fallback_reason(assigned: list[str], visible: str, cuda_available: bool, device_count: int) -> str | None:
+    """The pure decision behind `device_fallback`: given GPUs, but CUDA unavailable or counting no device."""
+    listed = [gpu.strip() for gpu in visible.split(",") if gpu.strip() not in ("", "-1")]
+    given = [str(gpu) for gpu in assigned] or listed
+    if not given or (cuda_available and device_count > 0):
+        return None
+    what = "CUDA is not available" if not cuda_available else "CUDA counts no device"
+    return f"GPU {','.join(given)} was assigned but {what}: training on CPU in fp32"
+
+
+def select_precision(train: TrainConfig, device: torch.device, fell_back: bool = False) -> str:
+    """The precision to train in (see `resolve_precision`) on `device`. fell_back: the trial was given a GPU
+    it cannot see and runs on CPU, where it trains in fp32 whatever train.precision asks."""
+    native_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    return resolve_precision(train.precision, device.type, native_bf16, fell_back)
+
+
+def resolve_precision(asked: str, device_type: str, native_bf16: bool, fell_back: bool = False) -> str:
+    """fp32, bf16 or fp16 for train.precision `asked`: auto is bf16 on a CUDA device with native bf16
+    (Ampere and later), fp16 with a gradient scaler on older CUDA devices (T4, V100), fp32 on CPU, where
+    autocast would be slower. An explicit bf16 / fp16 off CUDA, or bf16 on a GPU without it, is a config
+    error.
+    """
+    if device_type != "cuda":
+        if asked in ("bf16", "fp16") and not fell_back:
+            raise ConfigError(
+                f"train.precision: {asked} needs a CUDA device, and this trial runs on {device_type} "
+                "(use auto: fp32 on CPU)"
+            )
+        return "fp32"
+    if asked == "auto":
+        return "bf16" if native_bf16 else "fp16"
+    if asked == "bf16" and not native_bf16:
+        raise ConfigError("train.precision: bf16 is not supported natively by this GPU (use fp16 or auto)")
+    return asked
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    if precision in AUTOCAST_DTYPES:
+        return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision])
     return contextlib.nullcontext()
+
+
+def gradient_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:
+    """fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
 @contextlib.contextmanager

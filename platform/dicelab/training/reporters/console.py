@@ -90,7 +90,24 @@ class ConsoleReporter(Reporter):
         self.console.print(
             f"[{style}]{result.outcome}[/] after {result.steps} steps{reason}", highlight=False
         )
+        if result.resource_metrics:
+            self.console.print(usage_line(result.resource_metrics), highlight=False)
         if result.degenerate:
             self.console.print(
                 f"[bold yellow]warning: degenerate trial[/]: {result.degenerate}", highlight=False
             )
+
+
+def usage_line(metrics: dict[str, float]) -> str:
+    """E.g. "used 41.2 s wall, 80.3 CPU-s, 10.3 GPU-s, peak GPU memory 812 MiB, 3 fp16 steps skipped"."""
+    parts = [
+        f"used {metrics.get(names.COST_WALL_SECONDS, 0.0):.1f} s wall",
+        f"{metrics.get(names.COST_CPU_SECONDS, 0.0):.1f} CPU-s",
+    ]
+    if metrics.get(names.COST_GPU_SECONDS):
+        parts.append(f"{metrics[names.COST_GPU_SECONDS]:.1f} GPU-s")
+    if names.GPU_PEAK_MEMORY_MB in metrics:
+        parts.append(f"peak GPU memory {metrics[names.GPU_PEAK_MEMORY_MB]:.0f} MiB")
+    if metrics.get(names.SKIPPED_STEPS):
+        parts.append(f"{metrics[names.SKIPPED_STEPS]:.0f} fp16 steps skipped")
+    return ", ".join(parts)

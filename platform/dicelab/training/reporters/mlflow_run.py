@@ -66,6 +66,8 @@ class MlflowReporter(Reporter):
             names.DATA_FINGERPRINT: str(info.get("data_fingerprint", "")),
             **self.tags,
         }
+        if info.get("device_fallback"):
+            tags[names.DEVICE_FALLBACK] = info["device_fallback"]
         if self.parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = self.parent_run_id
         params = {
@@ -102,6 +104,7 @@ class MlflowReporter(Reporter):
         final = {names.best_metric(key): value for key, value in result.best_metrics.items()}
         if result.best_step is not None:
             final[names.BEST_STEP] = result.best_step
+        final.update(result.resource_metrics)  # cost/*, gpu/peak_memory_mb, train_skipped_steps
         self._log_metrics(final, result.steps)
         self._log_artifacts(result)
         tags = {names.OUTCOME: result.outcome}
