@@ -35,6 +35,7 @@ STORE_DIR = ".dicelab"
 DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"  # beside the SQLite file, so artifacts never land in ./mlruns
 SERVER_TIMEOUT_S = 5.0
+LOGIN_TIMEOUT_S = 30.0  # a login costs a PBKDF2 hash on the server, slow on a busy machine
 SQLITE_PREFIX = "sqlite:///"
 DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # an MLflow server's backend store, read directly
 # "Creating initial MLflow database tables...", "Updating database tables", alembic's migration steps
@@ -132,7 +133,8 @@ def _check_server(uri: str) -> None:
             f"MLflow server {shown} answered /health with HTTP {status}; is it an MLflow server?"
         )
     # /health needs no login; a search does, so a wrong or missing password is caught here, before Ray starts.
-    status = _get_status(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", shown, _login_header())
+    search = f"{base}/api/2.0/mlflow/experiments/search?max_results=1"
+    status = _get_status(search, shown, _login_header(), timeout_s=LOGIN_TIMEOUT_S)
     if status == 401:
         raise TrackingError(
             f"MLflow server {shown} refused the login (HTTP 401): set MLFLOW_TRACKING_USERNAME and "
@@ -149,10 +151,12 @@ def _check_server(uri: str) -> None:
         )
 
 
-def _get_status(url: str, shown: str, headers: dict[str, str] | None = None) -> int:
+def _get_status(
+    url: str, shown: str, headers: dict[str, str] | None = None, timeout_s: float = SERVER_TIMEOUT_S
+) -> int:
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code

@@ -17,6 +17,7 @@ MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD); PostgreSQL's password is r
 from __future__ import annotations
 
 import argparse
+import base64
 import configparser
 import contextlib
 import json
@@ -31,7 +32,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dicelab.errors import TrackingError
@@ -111,6 +113,8 @@ class TeamServer:
     pg_port: int = 0
     mlflow: Recorded | None = None
     postgres: Recorded | None = None
+    # (username, password) of the first admin; None: from the environment (`admin_credentials`). Never saved.
+    admin: tuple[str, str] | None = field(default=None, repr=False)
 
     @property
     def tracking_uri(self) -> str:
@@ -146,7 +150,7 @@ class TeamServer:
     def start(self) -> None:
         """Start PostgreSQL (initialised on the first start) and the MLflow server; wait until both answer.
         On any failure, whatever was started is stopped again."""
-        admin_credentials()  # before anything starts
+        self.admin = self.admin or admin_credentials()  # before anything starts
         self.directory.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         self.artifacts.mkdir(exist_ok=True)
@@ -267,7 +271,7 @@ class TeamServer:
     def start_mlflow(self) -> None:
         self.port = self.port or free_port()
         auth_config = self._auth_config()
-        username, password = admin_credentials()
+        username, password = self.admin or admin_credentials()
         environment = {
             **os.environ,
             **SERVER_ENVIRONMENT,
@@ -309,6 +313,19 @@ class TeamServer:
             if time.monotonic() > deadline:
                 raise TrackingError(f"the MLflow server did not answer in {START_TIMEOUT_S:.0f} s")
             time.sleep(0.5)
+        self._warm_up(username, password)
+
+    def _warm_up(self, username: str, password: str) -> None:
+        """One logged-in request per worker: the first one of each loads the auth app and the store."""
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        request = urllib.request.Request(
+            f"{self.tracking_uri}/api/2.0/mlflow/experiments/search?max_results=1",
+            headers={"Authorization": f"Basic {token}"},
+        )
+        workers = int(next(f for f in SERVER_FLAGS if f.startswith("--workers=")).split("=")[1])
+        for _ in range(2 * workers):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(request, timeout=START_TIMEOUT_S).close()
 
     def stop_mlflow(self) -> None:
         if self.mlflow is not None and self.mlflow.alive():
@@ -358,6 +375,18 @@ class TeamServer:
             raise TrackingError(
                 f"{Path(command[0]).name} failed (exit {done.returncode}); see {self.logs / log}.log"
             )
+
+
+@contextlib.contextmanager
+def running(directory: Path, admin: tuple[str, str]) -> Iterator[TeamServer]:
+    """A team server in `directory` (created, then removed with everything in it) for the block."""
+    server = TeamServer(directory, admin=admin)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _postgres_account() -> pwd.struct_passwd:
