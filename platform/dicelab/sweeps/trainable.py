@@ -37,6 +37,7 @@ from dicelab.tracking import conventions as names
 from dicelab.training import inputs_key, run_trial
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
 from dicelab.training.reporters import MlflowReporter
+from dicelab.training.resources import TrialResources
 
 STATE_FILE = "trial_state.pt"
 DEGENERATE_RESULT = (
@@ -45,7 +46,9 @@ DEGENERATE_RESULT = (
 POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: value}}
 RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
+NODE_IP = "dicelab.node_ip"  # tag: that node's address
 WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
+GPU_IDS = "dicelab.gpu_ids"  # tag: the GPU ids Ray assigned the trial, comma-separated (only when it has any)
 # Outcomes a trial never runs again for: success, and the deterministic non-finite failure. A "failed" run
 # is run again (its failure may have been a crash that Tune is retrying).
 FINAL_OUTCOMES = (names.COMPLETED, names.EARLY_STOPPED, names.NON_FINITE)
@@ -238,6 +241,20 @@ def _restored_state() -> dict[str, Any] | None:
         return None
 
 
+def _placement(context: SweepContext) -> tuple[TrialResources, dict[str, str]]:
+    """What Ray gave the trial (its GPU share and ids: the trial charges GPU-seconds by the share, and trains
+    on CPU, saying so, when CUDA cannot see the ids) and the tags that say where it ran."""
+    gpu_ids = tuple(str(gpu) for gpu in ray.get_gpu_ids())
+    where = {
+        RAY_NODE: ray.get_runtime_context().get_node_id(),
+        NODE_IP: ray.util.get_node_ip_address(),
+        WORKER_PID: str(os.getpid()),
+    }
+    if gpu_ids:
+        where[GPU_IDS] = ",".join(gpu_ids)
+    return TrialResources(gpu_fraction=context.plan.search.resources.gpu, gpu_ids=gpu_ids), where
+
+
 def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
     # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
@@ -261,7 +278,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
             log_predictions=config.tracking.log_predictions,
         ),
     )
-    where = {RAY_NODE: ray.get_runtime_context().get_node_id(), WORKER_PID: str(os.getpid())}
+    resources, where = _placement(context)
     client.log_batch(run_id, tags=[RunTag(key, value) for key, value in where.items()])
     try:
         state = _restored_state()
@@ -269,7 +286,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
             client.set_tag(run_id, RESTORED_FROM_STEP, str(state["progress"]["step"]))
         key = inputs_key(config)
         trial_inputs = ray.get(inputs[key]) if key in inputs else None  # else built here (disk cache)
-        run_trial(config, reporter, inputs=trial_inputs, resume_state=state)
+        run_trial(config, reporter, inputs=trial_inputs, resume_state=state, resources=resources)
     except (TrialFailed, DicelabError) as error:
         if not reporter.ended:
             records.close_run(client, run_id, names.FAILED, first_line(error, with_type=True))
