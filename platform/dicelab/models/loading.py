@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -33,13 +35,29 @@ def load_model(
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     scope = _use_tracking_uri(tracking_uri) if tracking_uri else contextlib.nullcontext()
-    with tempfile.TemporaryDirectory(prefix="dicelab-download-") as tmp, scope:
+    with tempfile.TemporaryDirectory(prefix="dicelab-download-") as tmp, scope, quiet_transfers():
         try:
             local = mlflow.artifacts.download_artifacts(text, dst_path=tmp)
         except (MlflowException, OSError) as error:
             message = getattr(error, "message", None) or str(error)
             raise TrackingError(f"model {text}: not found ({message.splitlines()[0]})") from None
         return load_bundle(_bundle_of(Path(local), text), device)
+
+
+@contextlib.contextmanager
+def quiet_transfers() -> Iterator[None]:
+    """No MLflow progress bars while artifacts are copied (saving) or downloaded (loading): a trial's and
+    `dicelab predict`'s stderr keep their own progress and errors."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    previous = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 def _bundle_of(directory: Path, name: str) -> Path:

@@ -16,6 +16,7 @@ import torch
 from dicelab.config import ExperimentConfig
 from dicelab.errors import TrackingError
 from dicelab.models.bundle import BUNDLE_ARTIFACT, BundleInfo, write_bundle
+from dicelab.models.loading import quiet_transfers
 from dicelab.tasks import TASKS
 
 MODEL_NAME = "model"  # the logged model's name: runs:/<run_id>/model
@@ -56,8 +57,6 @@ def save_model_dir(
     """
     import mlflow.pyfunc
 
-    from dicelab.models.pyfunc import DicelabPyfuncModel
-
     directory = Path(directory)
     task = TASKS.get(config.task.name)
     info = BundleInfo(
@@ -70,16 +69,19 @@ def save_model_dir(
         step=step,
         backbone=config.model.backbone,
     )
-    with tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging:
-        bundle = Path(staging) / BUNDLE_ARTIFACT
-        write_bundle(bundle, config, info, _tokenizer(tokenizer), state_dict)
+    with tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging, quiet_transfers():
+        # MLflow copies each artifact into the model directory (as artifacts/<its name>): it gets an empty
+        # one, and the bundle is written in place afterwards (no second copy of the weights).
+        placeholder = Path(staging) / BUNDLE_ARTIFACT
+        placeholder.mkdir()
         mlflow.pyfunc.save_model(
             str(directory),
-            python_model=DicelabPyfuncModel(),
-            artifacts={BUNDLE_ARTIFACT: str(bundle)},
+            python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
+            artifacts={BUNDLE_ARTIFACT: str(placeholder)},
             pip_requirements=requirements(config),
             mlflow_model=mlflow_model,
         )
+    write_bundle(directory / "artifacts" / BUNDLE_ARTIFACT, config, info, _tokenizer(tokenizer), state_dict)
     return directory
 
 
@@ -135,7 +137,11 @@ def log_model(
         ref = ModelRef(f"models:/{model_id}", model_id, f"runs:/{run_id}/{MODEL_NAME}")
         client.set_tag(run_id, MODEL_TAG, ref.uri)
         if register:
-            ref.version = _register(client, register, ref, run_id)
+            from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+            # the registry resolves the version's models:/ source through the process's tracking URI
+            with _use_tracking_uri(tracking_uri):
+                ref.version = _register(client, register, ref, run_id)
     except MlflowException as error:
         raise TrackingError(f"saving the model of run {run_id} in {tracking_uri}: {error.message}") from None
     return ref

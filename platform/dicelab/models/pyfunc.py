@@ -1,7 +1,8 @@
 """The `mlflow.pyfunc` flavour of a saved model: `mlflow.pyfunc.load_model(uri).predict(frame)`.
 
-The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle"; this class is
-pickled by reference, so loading needs the dicelab package importable (it is a declared requirement).
+The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle" and, as its model
+code, `pyfunc_entry.py`, which builds this class: loading needs the dicelab package importable (a declared
+requirement of the model).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
 
         self.saved = load_bundle(Path(context.artifacts[BUNDLE_ARTIFACT]))
 
-    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> Any:
+    # No type hints on predict's arguments: MLflow would read them as an input schema to enforce.
+    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         batch_size = (params or {}).get("batch_size")
         return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))

@@ -1,0 +1,190 @@
+"""A trial's saved model predicts what the trial's dev evaluation predicted, on every task family, through
+`dicelab predict` and through `mlflow.pyfunc`; bad models and inputs fail in one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow.pyfunc
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+from dicelab.cli import main
+from dicelab.models import load_model, log_model, save_model_dir
+from dicelab.models.publishing import MODEL_TAG
+
+from .conftest import TASKS, SavedTrial, run_saved_trial, trial_config, write_jsonl
+
+pytestmark = pytest.mark.slow  # four short trials with their models saved (the shared fixture), ~30 s
+
+GOLD = {
+    "pair_classification": "label",
+    "token_tagging": "gold",
+    "span_extraction": "answers",
+    "mrc_ner": "gold",
+}
+GOLD_COLUMNS = ["label", "tags", "answer_texts", "answer_starts"]
+
+
+def assert_same_predictions(
+    task: str, predicted: list[dict], logged: list[dict], *, gold: bool = True
+) -> None:
+    """Labels, tags, spans and answers exactly; scores within 1e-5 (the log rounds them to 6 / 4 places)."""
+    assert len(predicted) == len(logged)
+    for mine, theirs in zip(predicted, logged, strict=True):
+        expected = dict(theirs) if gold else {k: v for k, v in theirs.items() if k != GOLD[task]}
+        if task == "pair_classification":
+            assert mine.pop("probability") == pytest.approx(expected.pop("probability"), abs=1e-5)
+        if task == "mrc_ner":
+            mine_spans, their_spans = mine.pop("spans"), expected.pop("spans")
+            assert [span[:3] for span in mine_spans] == [span[:3] for span in their_spans]
+            assert [span[3] for span in mine_spans] == pytest.approx(
+                [span[3] for span in their_spans], abs=1e-4
+            )
+        assert mine == expected
+
+
+def run_cli(*args: str) -> int:
+    return main(["predict", *map(str, args), "--quiet"])
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_saved_model_predicts_the_trials_dev_predictions_through_the_cli_and_pyfunc(
+    task: str, saved_trials: dict[str, SavedTrial], tmp_path: Path
+) -> None:
+    trial = saved_trials[task]
+    client = MlflowClient(trial.store)
+    uri = trial.result.model_uri
+    assert uri is not None and uri.startswith("models:/")
+    assert client.get_run(trial.run_id).data.tags[MODEL_TAG] == uri
+    logged = client.get_logged_model(uri.removeprefix("models:/"))
+    assert logged.source_run_id == trial.run_id and logged.name == "model"
+
+    dev = write_jsonl(tmp_path / "dev.jsonl", trial.inputs.dev_frame)
+    out = tmp_path / "predictions.jsonl"
+    assert run_cli(f"runs:/{trial.run_id}/model", dev, "--out", out, "--tracking-uri", trial.store) == 0
+    predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions(task, predicted, trial.logged_predictions)
+
+    unlabelled = trial.inputs.dev_frame.drop(columns=[c for c in GOLD_COLUMNS if c in trial.inputs.dev_frame])
+    with _use_tracking_uri(trial.store):
+        frame = mlflow.pyfunc.load_model(uri).predict(unlabelled)
+    records = [{k: v for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    assert_same_predictions(
+        task, json.loads(json.dumps(records, default=str)), trial.logged_predictions, gold=False
+    )
+
+
+def test_a_model_directory_and_a_registered_version_load_like_the_run(
+    saved_trials, workspace, store, tmp_path
+):
+    trial = saved_trials["token_tagging"]
+    state = trial.result.best_model_state
+    directory = save_model_dir(
+        tmp_path / "model", trial.config, trial.inputs.label_names, trial.inputs.tokenizer_path, state
+    )
+    conll = tmp_path / "dev.conll"
+    conll.write_text(
+        "\n\n".join(
+            "\n".join(f"{token} {tag}" for token, tag in zip(tokens, tags, strict=True))
+            for tokens, tags in zip(
+                trial.inputs.dev_frame["tokens"], trial.inputs.dev_frame["tags"], strict=True
+            )
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    assert run_cli(directory, conll, "--out", out) == 0
+    from_dir = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions("token_tagging", from_dir, trial.logged_predictions)
+    assert mlflow.pyfunc.load_model(str(directory)).predict(trial.inputs.dev_frame).to_dict(orient="records")
+
+    ref = log_model(
+        store, trial.run_id, trial.config, trial.inputs.label_names, trial.inputs.tokenizer_path, state,
+        register="tagger",
+    )  # fmt: skip
+    again = log_model(
+        store, trial.run_id, trial.config, trial.inputs.label_names, trial.inputs.tokenizer_path, state,
+        register="tagger",
+    )  # fmt: skip
+    assert (ref.version, again.version) == ("1", "2")
+    model = load_model("models:/tagger/2", tracking_uri=store)
+    assert_same_predictions("token_tagging", model.predict(trial.inputs.dev_frame), trial.logged_predictions)
+
+
+def test_save_model_last_keeps_the_final_weights_and_none_keeps_nothing(workspace, store, tmp_path):
+    last = run_saved_trial(
+        store, trial_config("pair_classification", workspace / "cache", "train.save_model=last",
+                            "train.max_steps=3", "train.eval_every_steps=1"), tmp_path,
+    )  # fmt: skip
+    model = load_model(last.result.model_uri, tracking_uri=store)
+    assert model.info.step == last.result.steps == 3
+    assert model.info.metrics == pytest.approx(last.result.final_metrics)
+    none = run_saved_trial(
+        store, trial_config("pair_classification", workspace / "cache", "train.save_model=none",
+                            "train.max_steps=1"), tmp_path / "none",
+    )  # fmt: skip
+    assert none.result.model_uri is None
+    assert MODEL_TAG not in MlflowClient(store).get_run(none.run_id).data.tags
+
+
+def test_unlabelled_json_lines_get_the_same_predictions_without_gold(saved_trials, tmp_path):
+    trial = saved_trials["span_extraction"]
+    frame = trial.inputs.dev_frame[["id", "question", "context"]]
+    out = tmp_path / "out.jsonl"
+    code = run_cli(trial.result.model_uri, write_jsonl(tmp_path / "in.jsonl", frame), "--out", out,
+                   "--tracking-uri", trial.store)  # fmt: skip
+    assert code == 0
+    predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions("span_extraction", predicted, trial.logged_predictions, gold=False)
+
+
+@pytest.mark.parametrize(
+    ("model", "make_input", "message"),
+    [
+        (
+            "runs:/0123456789abcdef0123456789abcdef/model",
+            "pairs",
+            "runs:/0123456789abcdef0123456789abcdef/model",
+        ),
+        ("models:/m-0123456789abcdef0123456789abcdef", "pairs", "models:/m-0123456789abcdef0123456789abcdef"),
+        ("{tmp}/no-such-model", "pairs", "no-such-model: no such directory"),
+        ("pair_classification", "no_text_a", "missing column 'text_a'"),
+        ("token_tagging", "pairs", "holds pairs data"),
+        ("pair_classification", "tagging", "holds tagging data"),
+    ],
+)
+def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
+    model, make_input, message, saved_trials, tmp_path, capsys
+):
+    trial = saved_trials["pair_classification"]
+    inputs = {
+        "pairs": lambda: write_jsonl(tmp_path / "pairs.jsonl", trial.inputs.dev_frame),
+        "no_text_a": lambda: write_jsonl(tmp_path / "b.jsonl", trial.inputs.dev_frame[["text_b", "label"]]),
+        "tagging": lambda: write_jsonl(
+            tmp_path / "tags.jsonl", saved_trials["token_tagging"].inputs.dev_frame
+        ),
+    }
+    uri = saved_trials[model].result.model_uri if model in saved_trials else model.format(tmp=tmp_path)
+    out = tmp_path / "out" / "predictions.jsonl"
+    code = run_cli(uri, inputs[make_input](), "--out", out, "--tracking-uri", trial.store)
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(error) == 1 and error[0].startswith("dicelab predict: error:") and message in error[0], error
+    assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+def test_a_tagging_model_named_on_a_tsv_of_pairs(saved_trials, tmp_path, capsys):
+    frame = saved_trials["pair_classification"].inputs.dev_frame
+    tsv = tmp_path / "dev.tsv"
+    pd.DataFrame(
+        {"sentence1": frame["text_a"], "sentence2": frame["text_b"], "label": frame["label"]}
+    ).to_csv(tsv, sep="\t", index=False)
+    tagging = saved_trials["token_tagging"]
+    assert run_cli(tagging.result.model_uri, tsv, "--tracking-uri", tagging.store) == 2
+    error = capsys.readouterr().err.strip()
+    assert "holds pairs data" in error and "token_tagging model" in error
