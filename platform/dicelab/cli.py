@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("dicelab.tracking.cli", "start the MLflow UI on the configured store"),
     "losses": ("dicelab.losses.cli", "loss utilities (plot: the paper's Figure 1)"),
     "validate": ("dicelab.config.cli", "load and validate configs without running them"),
+    "predict": ("dicelab.models.cli", "predict with a saved model (models:/, runs:/ or a directory)"),
 }
 
 

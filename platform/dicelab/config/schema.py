@@ -116,6 +116,9 @@ class TrainConfig(Section):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     num_threads: int | None = Field(None, ge=1)  # torch intra-op threads; None: leave torch's default
     log_every_steps: int = Field(10, ge=1)
+    # The weights kept as an MLflow model on the trial's run: "best" (at the best dev evaluation, the one the
+    # best_dev_* metrics report), "last" (at the end of training) or "none" (dicelab.models).
+    save_model: Literal["best", "last", "none"] = "best"
 
 
 class TrackingConfig(Section):

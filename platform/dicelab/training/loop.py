@@ -350,6 +350,7 @@ class Trial:
             "manifest": self.inputs.manifest,
             "label_names": self.inputs.label_names,
             "features_cached": self.inputs.features_cached,
+            "tokenizer_path": self.inputs.tokenizer_path,  # what a saved model keeps (dicelab.models)
         }
 
     def finish(
@@ -377,6 +378,10 @@ class Trial:
             reason=reason,
             best_eval_result=best,
             best_model_state=progress.best_model_state,
+            # train.save_model "last": the weights at the end of training, copied before they are freed
+            last_model_state=(
+                cpu_copy(self.model.state_dict()) if self.config.train.save_model == "last" else None
+            ),
             # what the task calls a degenerate predictor (no positive, no entity, one class) at the best state
             degenerate=self.task.degenerate(best, self.inputs.label_names) if best is not None else None,
         )

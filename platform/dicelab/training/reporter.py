@@ -31,6 +31,10 @@ class TrialResult:
     # at that evaluation (CPU tensors: `task.build_model(...).load_state_dict(best_model_state)`).
     best_eval_result: Any = field(default=None, repr=False)
     best_model_state: dict[str, Any] | None = field(default=None, repr=False)
+    # The weights at the end of training, kept only when train.save_model is "last".
+    last_model_state: dict[str, Any] | None = field(default=None, repr=False)
+    # The saved model (dicelab.models), "models:/<model_id>", when the trial's reporter logged one.
+    model_uri: str | None = None
     # What the trial used (dicelab.training.resources): cost/wall_seconds, cost/cpu_seconds, cost/gpu_seconds,
     # gpu/peak_memory_mb (CUDA only) and train_skipped_steps; set before on_end, whatever the outcome.
     resource_metrics: dict[str, float] = field(default_factory=dict)

@@ -7,6 +7,7 @@ process, nested children under a sweep's parent run and resumed runs all work.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
+from dicelab.errors import first_line
 from dicelab.tracking import conventions as names
 from dicelab.tracking.store import ensure_experiment
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
@@ -46,8 +48,15 @@ class MlflowReporter(Reporter):
         tags: dict[str, str] | None = None,
         run_id: str | None = None,
         log_predictions: bool = True,
+        save_model: bool = False,
+        register: str | None = None,
     ):
         self.client = MlflowClient(tracking_uri)
+        self.tracking_uri = tracking_uri
+        # save_model: log the weights that train.save_model names as a model on the run (dicelab.models);
+        # register: also as a new version of this registered model. Off by default: a sweep saves only its
+        # winner, at its end.
+        self.save_model, self.register = save_model, register
         self.experiment = experiment
         self.run_name = run_name
         self.parent_run_id = parent_run_id
@@ -56,10 +65,12 @@ class MlflowReporter(Reporter):
         self.log_predictions = log_predictions
         self._config: ExperimentConfig | None = None
         self._manifest: dict | None = None
+        self._info: dict[str, Any] = {}
 
     def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
         self._config = config
         self._manifest = info.get("manifest")
+        self._info = info
         tags = {
             names.ROLE: names.ROLE_TRIAL,
             names.PRIMARY_METRIC: str(info.get("metric", "")),
@@ -108,12 +119,46 @@ class MlflowReporter(Reporter):
         self._log_metrics(final, result.steps)
         self._log_artifacts(result)
         tags = {names.OUTCOME: result.outcome}
+        if self.save_model:
+            self._save_model(result, tags)
         if result.reason:
             tags[names.REASON] = _truncate(result.reason, MAX_TAG_VAL_LENGTH)
         if result.degenerate:
             tags[names.DEGENERATE] = _truncate(result.degenerate, MAX_TAG_VAL_LENGTH)
         self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in tags.items()])
         self.client.set_terminated(self.run_id, status=TERMINAL_STATUS[result.outcome])
+
+    def _save_model(self, result: TrialResult, tags: dict[str, str]) -> None:
+        """Log the model of a trial that finished; a failure to save is recorded (tag, stderr), not raised:
+        the trial's own record stays complete."""
+        config, finished = self._config, result.outcome in (names.COMPLETED, names.EARLY_STOPPED)
+        if config is None or config.train.save_model == "none" or not finished:
+            return
+        last = config.train.save_model == "last"
+        state = result.last_model_state if last else result.best_model_state
+        if state is None:
+            return
+        from dicelab.models.publishing import MODEL_ERROR_TAG, log_model
+
+        try:
+            ref = log_model(
+                self.tracking_uri,
+                str(self.run_id),
+                config,
+                list(self._info.get("label_names") or []),
+                self._info["tokenizer_path"],
+                state,
+                metrics=result.final_metrics if last else result.best_metrics,
+                metric=result.metric,
+                step=result.steps if last else result.best_step,
+                register=self.register,
+            )
+        except Exception as error:
+            reason = first_line(error, with_type=True)
+            tags[MODEL_ERROR_TAG] = _truncate(reason, MAX_TAG_VAL_LENGTH)
+            print(f"dicelab: the trial's model was not saved: {reason}", file=sys.stderr, flush=True)
+            return
+        result.model_uri = ref.uri
 
     def _log_metrics(self, values: dict[str, float], step: int) -> None:
         timestamp = int(time.time() * 1000)
