@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("dicelab.sweeps.cli_submit", "submit a sweep to a Ray cluster as a Ray Job"),
     "resample": ("dicelab.data.resampling.cli", "build a resampled training set (Table 8 variants)"),
     "analyze": ("dicelab.analysis.cli", "sensitivity curves, ablation tables and a report from MLflow"),
+    "export": ("dicelab.analysis.cli_export", "a sweep's winning configuration as a trial config"),
     "ui": ("dicelab.tracking.cli", "start the MLflow UI on the configured store"),
     "losses": ("dicelab.losses.cli", "loss utilities (plot: the paper's Figure 1)"),
     "validate": ("dicelab.config.cli", "load and validate configs without running them"),

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 
 from rich.console import Console
 
-from dicelab.analysis.observations import AnalysisOptions
-from dicelab.analysis.report import build_report
-from dicelab.analysis.runs import RunSet, load_runs
+from dicelab.analysis.analyze import analyze_experiment, race_test
+
+__all__ = ["add_arguments", "race_test", "run"]  # race_test: where the tests have always found it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,32 +71,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def race_test(runs: RunSet) -> str | None:
-    """The paired test the experiment's newest seed race decided with, if it was one: the analysis then
-    judges by the same test as the race (a race on the t test would otherwise be re-read by a test that
-    cannot decide below 6 seeds)."""
-    own = runs.parents[runs.parents["experiment"] == runs.experiments[0]]
-    tests = own["race_test"].dropna() if "race_test" in own else own.iloc[0:0]
-    return str(tests.iloc[0]) if len(tests) else None
-
-
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
-    interactive = console.is_terminal
-    runs = load_runs(
-        [args.experiment, *args.compare], args.tracking_uri, sweep_ids=args.sweep_ids, progress=interactive
-    )
-    options = AnalysisOptions(
+    runs, report = analyze_experiment(
+        args.experiment,
+        args.tracking_uri,
+        out=args.out,
+        compare=args.compare,
+        sweep_ids=args.sweep_ids,
         metric=args.metric,
         use=args.use,
         include_early_stopped=not args.exclude_early_stopped,
         confidence=args.confidence,
         baseline=args.baseline,
         detect=args.detect,
-        test=args.test or race_test(runs) or "permutation",
+        test=args.test,
+        log_to_mlflow=not args.no_log,
+        console=Console(stderr=True),
     )
-    with console.status("writing the report", spinner="dots") if interactive else contextlib.nullcontext():
-        report = build_report(runs, args.out, options, log_to_mlflow=not args.no_log)
     outcomes = runs.trials["outcome"].value_counts()
     counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "no trials"
     print(f"{', '.join(runs.experiments)}: {len(runs.trials)} trials ({counts})")

@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLflow tracking URI (default: tracking.uri, $MLFLOW_TRACKING_URI, "
         "sqlite:///<cwd>/.dicelab/mlflow.db)",
     )
+    parser.add_argument(
+        "--register",
+        metavar="NAME",
+        help="register the sweep's winner model in the MLflow Model Registry under NAME",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume,
             retry_failed=args.retry_failed,
             tracking_uri=args.tracking_uri,
+            register=args.register,
         )
     )

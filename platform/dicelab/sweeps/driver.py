@@ -46,6 +46,26 @@ class SweepOptions:
     resume: bool = False
     retry_failed: bool = False  # with resume: failed trials run again from their last checkpoint
     tracking_uri: str | None = None
+    register: str | None = None  # register the winner's model under this Model Registry name
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep ended with (`dicelab.sweep` returns it; `dicelab sweep` prints it)."""
+
+    exit_code: int  # 0: a trial succeeded; 1: every trial failed; 130: interrupted
+    name: str  # the sweep's name and MLflow experiment
+    sweep_id: str
+    experiment_id: str
+    parent_run_id: str
+    tracking_uri: str
+    metric: str  # the dev metric the sweep ranked by, without prefix
+    directory: Path  # Tune's results and checkpoints of this invocation
+    interrupted: bool
+    race_decision: str | None = None  # the seed race's one-line decision, when the sweep raced
+    winner_run_id: str | None = None  # the trial whose model the sweep kept (search.save_model)
+    winner_model_uri: str | None = None  # that model's URI (also the parent run's dicelab.winner_model tag)
+    warnings: list[str] = field(default_factory=list)  # e.g. why no model was saved
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -167,6 +187,20 @@ def resolve_metric(plan: SweepPlan, prepared: list[Any]) -> str:
     return metrics.pop()
 
 
+def _warm_started(plan: SweepPlan, tracking_uri: str, server: bool, lines: list[str]) -> SweepPlan:
+    """The plan with `search.start_from`'s configurations first (see `dicelab.sweeps.start_from`)."""
+    from mlflow import MlflowClient
+
+    from dicelab.sweeps.start_from import warm_points
+
+    if not server:  # a new SQLite store gets its schema before it is read
+        check_tracking(tracking_uri)
+    assert plan.search.start_from is not None
+    points, line = warm_points(MlflowClient(tracking_uri), plan.search.start_from, plan)
+    lines.append(line)
+    return plan.with_warm_start(points)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The sweep
 
@@ -174,6 +208,12 @@ def resolve_metric(plan: SweepPlan, prepared: list[Any]) -> str:
 def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
     """Run (or with options.resume continue) a sweep; the exit code: 0 when at least one trial succeeded,
     1 when every trial failed, 130 when interrupted."""
+    return execute_sweep(options, console).exit_code
+
+
+def execute_sweep(options: SweepOptions, console: Console | None = None) -> SweepOutcome:
+    """Run (or with options.resume continue) a sweep and return what it ended with; `console` gets the
+    sweep's view (a quiet Console for none)."""
     import ray
 
     console = console or Console()
@@ -187,14 +227,19 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         check_tracking(tracking_uri)
     resumed = _sweep_to_resume(sweep_root, config_yaml) if options.resume else None
     opened: list[tuple[MlflowClient, SweepState, Path]] = []  # by the set-up, once the parent run exists
+    warm_start: list[str] = []  # the warm start's line for the header
 
     def check() -> SweepPlan:
-        """The registry checks (torch and transformers are imported for them) and every trial's config."""
+        """The registry checks (torch and transformers are imported for them), the warm start's points (read
+        from MLflow) and every trial's config."""
         from dicelab.experiment import check_experiment
 
         check_experiment(config, options.config)
-        check_trials(outline)
-        return outline
+        plan = outline
+        if plan.search.start_from is not None:
+            plan = _warm_started(plan, tracking_uri, server, warm_start)
+        check_trials(plan)
+        return plan
 
     def set_up(plan: SweepPlan) -> list[tuple[str, ExperimentConfig, Any]]:
         """Everything but Ray before the trials: the store, the parent run, the inputs, Tune's imports."""
@@ -210,6 +255,8 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         )
         opened.append((client, state, directory))
         _print_header(console, options, config, plan, _mlflow_location(tracking_uri, state))
+        for line in warm_start:
+            console.print(line, highlight=False, soft_wrap=True)
         built = build_inputs(plan, console)
         import dicelab.sweeps.tuning  # noqa: F401  (torch, transformers, Tune: for _fit, while Ray starts)
 
@@ -245,7 +292,8 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
         if ray.is_initialized():
             ray.shutdown()
         local_ray.release()
-    return _close(options, console, client, plan, state, directory, grid, metric, tracking_uri)
+    built_inputs = {key: inputs for key, _, inputs in built}
+    return _close(options, console, client, plan, state, directory, grid, metric, tracking_uri, built_inputs)
 
 
 def _close(
@@ -258,8 +306,10 @@ def _close(
     grid: Any,
     metric: str,
     tracking_uri: str,
-) -> int:
-    """After Tune: the race's record, the parent run's summary, the trials' run names, the closing lines."""
+    built_inputs: dict[str, Any],
+) -> SweepOutcome:
+    """After Tune: the race's record, the parent run's summary, the trials' run names, the winner's model,
+    the closing lines."""
     from dicelab.sweeps import records
     from dicelab.sweeps.parent_run import (
         close_parent_run,
@@ -288,17 +338,41 @@ def _close(
     outcomes = close_parent_run(client, state, runs, metric, interrupted)
 
     label_trial_runs(client, runs, metric)
+    decided = race["decision"]["summary"] if race is not None and race.get("decision") else None
+    succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
+    outcome = SweepOutcome(
+        exit_code=130 if interrupted else 0 if succeeded else 1,
+        name=state.name,
+        sweep_id=state.sweep_id,
+        experiment_id=state.experiment_id,
+        parent_run_id=state.parent_run_id,
+        tracking_uri=tracking_uri,
+        metric=metric,
+        directory=directory,
+        interrupted=interrupted,
+        race_decision=decided,
+    )
+    if succeeded and not interrupted and plan.search.save_model != "none":
+        from dicelab.sweeps.winner_model import SweepRuns, keep_models
+
+        where = SweepRuns(tracking_uri, state.experiment_id, state.sweep_id, state.parent_run_id, metric)
+        kept = keep_models(client, plan, where, grid, built_inputs, options.register)
+        outcome.winner_run_id, outcome.winner_model_uri = kept.winner_run_id, kept.winner_model_uri
+        outcome.warnings += kept.warnings
     print_closing(console, state, runs, outcomes, metric, tracking_uri)
-    if race is not None and race.get("decision"):
-        console.print(f"race:   {race['decision']['summary']}", highlight=False, soft_wrap=True)
+    if decided is not None:
+        console.print(f"race:   {decided}", highlight=False, soft_wrap=True)
+    if outcome.winner_model_uri is not None:
+        console.print(f"model:  {outcome.winner_model_uri}", highlight=False, soft_wrap=True)
+    for warning in outcome.warnings:
+        console.print(f"warning: {warning}", highlight=False, soft_wrap=True)
     if interrupted:
         console.print(
             f"interrupted: continue with  dicelab sweep {options.config} --resume  ({directory})",
             highlight=False,
             soft_wrap=True,
         )
-        return 130
-    return 0 if outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED] else 1
+    return outcome
 
 
 def _print_header(

@@ -12,11 +12,17 @@ the tied keys and validates the result, so a sweep's trial is exactly a `dicelab
 - optuna: Optuna's TPE sampler (seeded) proposes points through `SweepPlan.suggest` (define-by-run, so each
   loss has its own parameters); `seeds` repeat each proposal (Ray Tune's `Repeater`, which reports the mean
   over seeds back to TPE). Ranges are validated at their bounds and lists at every value.
+
+Warm start (`search.start_from`): an earlier sweep's best configurations (`SweepPlan.warm`, read by
+`dicelab.sweeps.start_from`) are evaluated first. grid: they must be points of this grid, which then runs
+them first (nothing is added); random: they run first, in addition to the `num_samples` draws; optuna:
+they are TPE's first trials (Optuna's enqueued trials, Tune's `points_to_evaluate`), within `num_samples`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import itertools
 import json
@@ -26,11 +32,11 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import ValidationError
 
 from dicelab.config.reading import config_to_dict, format_validation_error, set_dotted
 from dicelab.config.schema import ExperimentConfig
+from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict
 from dicelab.sweeps.schema import Dimension, NamedSpace, Racing, SearchConfig, SearchSection, SpaceBlock
@@ -54,7 +60,7 @@ def named_spaces() -> dict[str, NamedSpace]:
     for entry in resources.files("dicelab.sweeps").joinpath("spaces").iterdir():
         if entry.name.endswith(".yaml"):
             found[entry.name.removesuffix(".yaml")] = NamedSpace.model_validate(
-                yaml.safe_load(entry.read_text(encoding="utf-8"))
+                load_yaml(entry.read_text(encoding="utf-8"))
             )
     return dict(sorted(found.items()))
 
@@ -215,6 +221,14 @@ def _draw(dimension: Dimension, rng: np.random.Generator) -> Any:
     return int(rng.integers(int(low), int(high) + 1))
 
 
+def _inside(dimension: Dimension, value: Any) -> bool:
+    """Whether a dimension can produce `value` (a listed value, or within a range's bounds)."""
+    if dimension.values is not None:
+        return value in dimension.values
+    low, high = dimension.bounds  # type: ignore[misc]
+    return isinstance(value, (int, float)) and low <= value <= high
+
+
 def _product(dimensions: dict[str, list[Any]]) -> list[Point]:
     keys = list(dimensions)
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*dimensions.values())]
@@ -233,6 +247,7 @@ class SweepPlan:
     branches: tuple[Branch, ...]
     loss_dimension: Dimension | None  # chooses the branch when there are several
     source: str
+    warm: tuple[Point, ...] = ()  # search.start_from: configurations (no seed) evaluated first
     # trial overrides (JSON) -> validated config: each trial config is validated once per sweep, and the
     # cache filled by `plan_sweep` travels with the plan to the trials
     _validated: dict[str, ExperimentConfig] = field(default_factory=dict, compare=False, repr=False)
@@ -290,9 +305,9 @@ class SweepPlan:
     @functools.cached_property
     def _points(self) -> list[Point]:
         if self.search.algorithm == "grid":
-            points = self._grid_points()
+            points = self._warm_first(self._grid_points())
         elif self.search.algorithm == "random":
-            points = self._random_points()
+            points = [*self.warm, *self._random_points()]
         else:
             raise ValueError("optuna proposes its points while the sweep runs")
         if self.seeds is None:
@@ -302,6 +317,66 @@ class SweepPlan:
     def points(self) -> list[Point]:
         """grid / random: every trial's point, in launch order (seeds innermost)."""
         return self._points
+
+    def _warm_first(self, grid: list[Point]) -> list[Point]:
+        """The grid with the warm-start configurations moved to its front, in their order."""
+        first = []
+        for point in self.warm:
+            same = [candidate for candidate in grid if candidate == point]
+            if not same:
+                raise ConfigError(
+                    f"{self.source}: config key 'search.start_from': {_describe(point)} is not a point of "
+                    "this grid (a grid only reorders its own points; use random or optuna search to add it)"
+                )
+            first.append(same[0])
+        return first + [point for point in grid if point not in first]
+
+    def with_warm_start(self, points: list[Point]) -> SweepPlan:
+        """This plan with `points` evaluated first (see the module docstring)."""
+        if self.search.algorithm == "optuna" and len(points) > self.search.num_samples:  # type: ignore[operator]
+            raise ConfigError(
+                f"{self.source}: config key 'search.start_from.top': {len(points)} configurations to start "
+                f"from, more than search.num_samples ({self.search.num_samples})"
+            )
+        return dataclasses.replace(self, warm=tuple(points), _validated=self._validated)
+
+    def warm_point(self, params: dict[str, Any]) -> Point:
+        """The point of this plan that a finished trial's params (flattened config, typed) describe: its
+        loss and the values of the keys this plan varies for that loss."""
+        loss = params.get(LOSS_KEY)
+        branches = [b for b in self.branches if b.loss is None or b.loss == loss]
+        if not branches:
+            searched = ", ".join(str(b.loss) for b in self.branches)
+            raise ConfigError(
+                f"{self.source}: config key 'search.start_from': its configuration with loss {loss!r} is "
+                f"not searched here (losses: {searched})"
+            )
+        branch = branches[0]
+        missing = [key for key in branch.dimensions if key not in params]
+        if missing:
+            raise ConfigError(
+                f"{self.source}: config key 'search.start_from': the earlier trial has no param "
+                f"{missing[0]!r}"
+            )
+        for key, dimension in branch.dimensions.items():
+            if not _inside(dimension, params[key]):
+                raise ConfigError(
+                    f"{self.source}: config key 'search.start_from': its {key}={params[key]!r} is outside "
+                    f"this sweep's space ({branch.origins[key]})"
+                )
+        return self._with_loss(branch, {key: params[key] for key in branch.dimensions})
+
+    def optuna_points(self) -> list[dict[str, Any]]:
+        """The warm-start configurations as Optuna parameters (the names `suggest` gives them)."""
+        found = []
+        for point in self.warm:
+            branch = self.branch(point)
+            values = {LOSS_KEY: point[LOSS_KEY]} if len(self.branches) > 1 else {}
+            for key in branch.dimensions:
+                name = key if branch.is_shared(key) else f"{branch.loss}{CONDITIONAL_SEPARATOR}{key}"
+                values[name] = point[key]
+            found.append(values)
+        return found
 
     @staticmethod
     def _with_loss(branch: Branch, point: Point) -> Point:
@@ -341,7 +416,7 @@ class SweepPlan:
         if self.search.algorithm != "optuna":
             return self.points()
         seed = {SEED_KEY: self.seeds[0]} if self.seeds else {}
-        points = []
+        points = [{**point, **seed} for point in self.warm]
         for branch in self.branches:
             start = {key: (d.values or d.bounds)[0] for key, d in branch.dimensions.items()}  # type: ignore[index]
             variations = [start]
@@ -430,7 +505,8 @@ def _parse(search: dict[str, Any], source: str) -> SearchConfig:
     try:
         return SearchSection.model_validate({"search": search}).search
     except ValidationError as error:
-        raise ConfigError(f"{source}: {format_validation_error(error, SearchSection)}") from None
+        message = format_validation_error(error, SearchSection, {"search": search})
+        raise ConfigError(f"{source}: {message}") from None
 
 
 def _check_combinations(search: SearchConfig, plan: SweepPlan, config: ExperimentConfig, source: str) -> None:

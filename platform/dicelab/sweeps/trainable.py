@@ -40,6 +40,7 @@ from dicelab.training.reporters import MlflowReporter
 from dicelab.training.resources import TrialResources
 
 STATE_FILE = "trial_state.pt"
+BEST_FILE = "best_model.pt"  # a trial's last checkpoint, after its end: {"best_step", "best_model_state"}
 DEGENERATE_RESULT = (
     "degenerate"  # in a trial's last Tune result: its best evaluation was a degenerate predictor
 )
@@ -115,8 +116,14 @@ class TuneReporter(Reporter):
         self.degenerate: str | None = None  # set before the last report when the trial's best was degenerate
         self.checkpoint_interval_s = checkpoint_interval_s
         self.last_checkpoint = time.monotonic()
+        # The sweep saves its winner's model from the trial's last checkpoint (search.save_model), so the
+        # trial's last report carries a checkpoint whenever its best state is newer than the last one.
+        self.latest: Evaluation | None = None
+        self.best_unsaved = False
 
-    def on_evaluation(self, evaluation: Evaluation) -> None:
+    def on_evaluation(self, evaluation: Evaluation, *, end: TrialResult | None = None) -> None:
+        """end: the trial's result when this is its last report, made after its end (its model and optimizer
+        are gone then): the checkpoint, when its best state is newer than the last one, holds that state."""
         result: dict[str, Any] = {
             names.dev_metric(key): value
             for key, value in evaluation.metrics.items()
@@ -126,14 +133,22 @@ class TuneReporter(Reporter):
             result[DEGENERATE_RESULT] = True
         result.update(evaluation.train_metrics)
         result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
+        self.latest = evaluation
+        self.best_unsaved = self.best_unsaved or evaluation.is_best
         try:
-            if time.monotonic() - self.last_checkpoint < self.checkpoint_interval_s:
+            due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval_s
+            if not (self.best_unsaved if end is not None else due):
                 tune.report(result)
                 return
             with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
-                torch.save(evaluation.state(), Path(directory) / STATE_FILE)
+                if end is None:
+                    torch.save(evaluation.state(), Path(directory) / STATE_FILE)
+                else:
+                    best = {"best_step": end.best_step, "best_model_state": end.best_model_state}
+                    torch.save(best, Path(directory) / BEST_FILE)
                 tune.report(result, checkpoint=tune.Checkpoint.from_directory(directory))
             self.last_checkpoint = time.monotonic()
+            self.best_unsaved = False
         except SystemExit:
             self.stopped = True
             raise
@@ -177,7 +192,11 @@ class TrialReporter(Reporter):
         self.mlflow.on_end(result)
         self.tune.degenerate = result.degenerate
         if self.last is not None:
-            self.tune.on_evaluation(self.last)  # a SystemExit from Tune here ends a finished trial
+            self.tune.on_evaluation(
+                self.last, end=result
+            )  # a SystemExit from Tune here ends a finished trial
+        elif self.tune.best_unsaved and self.tune.latest is not None:  # stopped early by its own patience
+            self.tune.on_evaluation(self.tune.latest, end=result)
 
 
 def _open_run(

@@ -44,8 +44,13 @@ def search_algorithm(plan: SweepPlan, metric: str, directory: Path) -> Searcher 
         return None
     from ray.tune.search.optuna import OptunaSearch
 
+    # A warm start's configurations are TPE's first trials (Optuna's enqueued trials).
     searcher: Searcher = OptunaSearch(
-        space=plan.suggest, metric=names.dev_metric(metric), mode=MODE, seed=search.seed
+        space=plan.suggest,
+        metric=names.dev_metric(metric),
+        mode=MODE,
+        seed=search.seed,
+        points_to_evaluate=plan.optuna_points() or None,
     )
     if plan.seeds is not None:
         searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
