@@ -58,7 +58,7 @@ except SystemExit as stop:
     code = stop.code
 print(json.dumps({{"code": code, "heavy": [name for name in {HEAVY!r} if name in sys.modules]}}))
 """
-COMMANDS = ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate")
+COMMANDS = ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate", "predict")
 
 
 def probe(*args: str, cwd: Path | None = None) -> dict:
