@@ -67,6 +67,7 @@ GOLDEN_CONFIG: dict[str, Any] = {
     },
     "model": {
         "backbone": "tiny-bert",
+        "revision": None,
         "dropout": 0.1,
         "tiny_bert": {
             "hidden_size": 64,

@@ -76,7 +76,10 @@ class TinyBertConfig(Section):
 
 
 class ModelConfig(Section):
-    backbone: str = "tiny-bert"  # tiny-bert | minilm | any hub id or local path
+    backbone: str = "tiny-bert"  # tiny-bert | minilm | any hub id or local path (docs/backbones.md)
+    # A hub id's branch, tag or commit (None: the default branch); the commit it resolves to is recorded on
+    # the run. Not for tiny-bert or a local directory.
+    revision: str | None = Field(None, min_length=1)
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     tiny_bert: TinyBertConfig = Field(default_factory=TinyBertConfig)
 

@@ -13,17 +13,41 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
-from dicelab.tasks._heads import MODEL_INPUTS
-
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what the encoder reads
 IGNORE_INDEX = -100  # targets the loss must not see (dicelab.losses' ignore_index)
-# Padded input ids are 0 whatever the tokenizer's pad token: attention_mask hides them from the encoder.
+# The batch layout: every collated sequence column is padded on the right, so a position in a batch row is
+# the position in its feature row, for inputs and targets alike (labels, word ids, offsets, start / end
+# positions). The model lays its encoder's input out as the tokenizer would, with the tokenizer's pad id on
+# its padding side (dicelab.tasks._heads.FamilyEncoder, with `padding_shift` and `roll_rows`), and puts its
+# hidden states back in this layout: no task sees left padding.
 MODEL_PADS = {"input_ids": 0, "attention_mask": 0, "token_type_ids": 0}
 RowsT = TypeVar("RowsT", torch.Tensor, np.ndarray, list)
 
 
 def tokenizer_columns(encoding: Any) -> dict[str, list[list[int]]]:
-    """The encoder inputs a tokenizer produced (token_type_ids only for tokenizers that have them)."""
+    """The encoder inputs a tokenizer produced. Encode with `return_token_type_ids=True`: some tokenizers
+    leave segment ids out by default even where their model has segments (ALBERT, XLNet in transformers 5);
+    the model passes them on only where it takes them (dicelab.tasks.families)."""
     return {key: encoding[key] for key in MODEL_INPUTS if key in encoding}
+
+
+def padding_shift(attention_mask: torch.Tensor, side: str) -> torch.Tensor:
+    """(B,) how far to roll each row (`roll_rows`) so that its real tokens end up against the side opposite
+    `side`: padding on the left or on the right, from a batch padded on either side."""
+    length = attention_mask.shape[1]
+    real = attention_mask.ne(0)
+    first = real.int().argmax(dim=1)  # the first real position (argmax returns the first maximum)
+    target = length - real.sum(dim=1) if side == "left" else torch.zeros_like(first)
+    return target - first
+
+
+def roll_rows(rows: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Row b of `rows` (B, L, ...) rolled by shift[b] positions: out[b, j] = rows[b, (j - shift[b]) mod L].
+    Rolling by -shift undoes it."""
+    length = rows.shape[1]
+    index = (torch.arange(length, device=rows.device)[None, :] - shift[:, None].to(rows.device)) % length
+    index = index.view(*index.shape, *([1] * (rows.dim() - 2))).expand_as(rows)
+    return rows.gather(1, index)
 
 
 def pad_rows(

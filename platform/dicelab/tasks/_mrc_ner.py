@@ -46,12 +46,13 @@ from dicelab.data.base import Family
 from dicelab.errors import ConfigError
 from dicelab.tasks._batching import IGNORE_INDEX, MODEL_PADS, list_column, pad_rows, tokenizer_columns
 from dicelab.tasks._degeneracy import tagging_degeneracy
-from dicelab.tasks._heads import model_inputs
+from dicelab.tasks._heads import FamilyEncoder, model_inputs
 from dicelab.tasks._mrc_queries import CONLL03, ONTONOTES5, entity_queries
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks._token_tagging import _tag_ids
 from dicelab.tasks.backbones import build_encoder
 from dicelab.tasks.base import EvalResult
+from dicelab.tasks.families import Padding
 from dicelab.tasks.metrics import tagging_metrics
 
 NO_WORD = -1  # context word of query, special and padding tokens
@@ -73,15 +74,20 @@ class MrcDecoding:
     entity_types: tuple[str, ...]
 
 
-class MrcNerModel(nn.Module):
+class MrcNerModel(FamilyEncoder):
     """Encoder plus BERT-MRC's three heads; carries the decoding settings of its config."""
 
     def __init__(
-        self, encoder: nn.Module, dropout: float, decoding: MrcDecoding, match_loss_weight: float = 1.0
+        self,
+        encoder: nn.Module,
+        dropout: float,
+        decoding: MrcDecoding,
+        padding: Padding,
+        match_loss_weight: float = 1.0,
     ):
-        super().__init__()
+        super().__init__(encoder, padding)
         hidden = encoder.config.hidden_size
-        self.encoder, self.decoding, self.match_loss_weight = encoder, decoding, match_loss_weight
+        self.decoding, self.match_loss_weight = decoding, match_loss_weight
         self.dropout = nn.Dropout(dropout)
         self.boundaries = nn.Linear(hidden, 2)  # start, end
         self.match_start = nn.Linear(hidden, hidden)  # the match MLP's first layer, split over [h_i; h_j]
@@ -100,9 +106,7 @@ class MrcNerModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Hidden states (B, L, H) and start / end scores (B, L, 2)."""
-        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
-        hidden = self.dropout(hidden)
+        hidden = self.dropout(self.hidden_states(input_ids, attention_mask, token_type_ids))
         return hidden, self.boundaries(hidden)
 
     def match_scores(
@@ -155,6 +159,7 @@ class MrcNer:
             is_split_into_words=True,
             truncation="only_second",
             max_length=max_length,
+            return_token_type_ids=True,
         )
         names = ("start_labels", "end_labels", "span_starts", "span_ends", "word_ids")
         columns: dict[str, list[Any]] = {name: [] for name in names}
@@ -181,7 +186,9 @@ class MrcNer:
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
         decoding = MrcDecoding(config.task.max_answer_length, tuple(entity_types_of(label_names)))
-        return MrcNerModel(encoder, config.model.dropout, decoding, config.task.match_loss_weight)
+        return MrcNerModel(
+            encoder, config.model.dropout, decoding, Padding.of(tokenizer), config.task.match_loss_weight
+        )
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = pad_rows(

@@ -1,6 +1,7 @@
 """Sentence and sentence-pair classification (QQP, MRPC, SST-2, SST-5).
 
-Head: dropout + linear on the [CLS] (first token) hidden state, BERT's sequence classifier.
+Head: dropout + linear on the hidden state of the family's summary token (BERT's [CLS], first; XLNet's <cls>,
+last: dicelab.tasks.families), BERT's sequence classifier.
 Binary tasks score ONE logit, the positive class's (sigmoid): every loss then sees (N,) logits and {0, 1}
 targets, which is how the dice family and the paper treat binary tasks, and `ce` on (N,) is binary cross
 entropy, the same model as a two-class softmax. Multi-class tasks score C logits (softmax, one-vs-rest for
@@ -27,6 +28,7 @@ from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
 from dicelab.tasks.base import EvalResult
+from dicelab.tasks.families import Padding
 from dicelab.tasks.metrics import classification_metrics
 
 
@@ -51,7 +53,9 @@ class PairClassification:
             row = second.index(None)
             raise DataError(f"pairs data: text_b is missing in row {row} but present in others")
         pairs = second if second and second[0] is not None else None
-        encoding = tokenizer(first, pairs, truncation=True, max_length=config.data.max_length)
+        encoding = tokenizer(
+            first, pairs, truncation=True, max_length=config.data.max_length, return_token_type_ids=True
+        )
         return datasets.Dataset.from_dict(
             {**tokenizer_columns(encoding), "labels": _label_ids(frame, label_names)}
         )
@@ -59,7 +63,7 @@ class PairClassification:
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
         outputs = 1 if _is_binary(label_names) else len(label_names)
-        return EncoderWithHead(encoder, outputs, config.model.dropout, pool_first_token=True)
+        return EncoderWithHead(encoder, outputs, config.model.dropout, True, Padding.of(tokenizer))
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         return pad_rows(features, MODEL_PADS, scalars=("labels",))

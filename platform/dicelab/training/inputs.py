@@ -22,7 +22,7 @@ from dicelab.data.cache import cached_features, fingerprint
 from dicelab.tasks import TASKS
 from dicelab.tasks.backbones import load_tokenizer, tokenizer_identity
 
-FEATURES_FORMAT = 1  # bump when the layout of cached features changes
+FEATURES_FORMAT = 2  # bump when the layout of cached features changes (2: token_type_ids always encoded)
 
 
 @dataclass
@@ -60,6 +60,8 @@ def inputs_key(config: ExperimentConfig) -> str:
             "data": data,
             "task": config.task.model_dump(mode="json"),
             "backbone": config.model.backbone,
+            # only when set: the keys of configs without a revision stay what they were
+            **({"revision": config.model.revision} if config.model.revision else {}),
             "tiny_bert": config.model.tiny_bert.model_dump(mode="json"),
         }
     )
