@@ -98,7 +98,7 @@ class SweepResult:
     race_decision: str | None  # the seed race's own decision, when the sweep raced
     winner_run_id: str | None
     winner_model_uri: str | None  # search.save_model's model of the winner (None: not saved)
-    cost: dict[str, float]  # wall_seconds (the call), and the parent run's cost/* metrics
+    cost: dict[str, float]  # wall_seconds (the call), model_seconds (saving the model), parent's cost/*
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -203,7 +203,7 @@ def sweep(
 
     runs = load_runs(outcome.name, outcome.tracking_uri, sweep_ids=[outcome.sweep_id])
     parent = MlflowClient(outcome.tracking_uri).get_run(outcome.parent_run_id)
-    cost = {"wall_seconds": wall}
+    cost = {"wall_seconds": wall, "model_seconds": outcome.model_seconds}
     cost |= {key: value for key, value in parent.data.metrics.items() if key.startswith("cost/")}
     return SweepResult(
         name=outcome.name,

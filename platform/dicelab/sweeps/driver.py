@@ -66,6 +66,7 @@ class SweepOutcome:
     winner_run_id: str | None = None  # the trial whose model the sweep kept (search.save_model)
     winner_model_uri: str | None = None  # that model's URI (also the parent run's dicelab.winner_model tag)
     warnings: list[str] = field(default_factory=list)  # e.g. why no model was saved
+    model_seconds: float = 0.0  # the time saving the sweep's model(s) took, after the trials
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -359,11 +360,13 @@ def _close(
         kept = keep_models(client, plan, where, grid, built_inputs, options.register)
         outcome.winner_run_id, outcome.winner_model_uri = kept.winner_run_id, kept.winner_model_uri
         outcome.warnings += kept.warnings
+        outcome.model_seconds = kept.seconds
     print_closing(console, state, runs, outcomes, metric, tracking_uri)
     if decided is not None:
         console.print(f"race:   {decided}", highlight=False, soft_wrap=True)
     if outcome.winner_model_uri is not None:
-        console.print(f"model:  {outcome.winner_model_uri}", highlight=False, soft_wrap=True)
+        saved = f"model:  {outcome.winner_model_uri} (saved in {outcome.model_seconds:.1f} s)"
+        console.print(saved, highlight=False, soft_wrap=True)
     for warning in outcome.warnings:
         console.print(f"warning: {warning}", highlight=False, soft_wrap=True)
     if interrupted:

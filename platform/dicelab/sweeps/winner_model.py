@@ -10,6 +10,7 @@ registers it in the Model Registry.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class KeptModels:
     winner_run_id: str | None = None  # the winning trial's run
     winner_model_uri: str | None = None  # its model, when it was saved
     warnings: list[str] = field(default_factory=list)  # what could not be saved, and why
+    seconds: float = 0.0  # the time it took (choosing the winner, reading its checkpoint, logging the model)
 
 
 def keep_models(
@@ -58,6 +60,7 @@ def keep_models(
     """Log the sweep's model(s); what could not be saved is in the warnings (the sweep's results stand
     without it). `grid`: Tune's ResultGrid; `inputs`: inputs_key -> the TrialInputs the driver built
     (tokenizer, label names)."""
+    started = time.monotonic()
     kept = KeptModels()
     runs = records.trial_runs(client, sweep.experiment_id, sweep.sweep_id)
     winner = winner_run(client.get_run(sweep.parent_run_id), runs, sweep.metric)
@@ -82,6 +85,7 @@ def keep_models(
         elif is_winner:
             kept.winner_model_uri = uri
             client.set_tag(sweep.parent_run_id, WINNER_MODEL, uri)
+    kept.seconds = time.monotonic() - started
     return kept
 
 
