@@ -11,7 +11,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from dicelab.errors import TrackingError, first_line
-from dicelab.tracking.store import SQLITE_PREFIX, check_tracking, resolve_tracking_uri, sqlite_path
+from dicelab.tracking.store import SQLITE_PREFIX, check_tracking, redact, resolve_tracking_uri, sqlite_path
 
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
@@ -39,10 +39,10 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
         available = sorted(e.name for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY))
     except MlflowException as error:
         raise TrackingError(
-            f"cannot read the MLflow store {client.tracking_uri}: {first_line(error)}"
+            f"cannot read the MLflow store {redact(client.tracking_uri)}: {first_line(error)}"
         ) from None
     listing = ", ".join(available) if available else "none"
-    raise TrackingError(f"no experiment {name!r} in {client.tracking_uri} (available: {listing})")
+    raise TrackingError(f"no experiment {name!r} in {redact(client.tracking_uri)} (available: {listing})")
 
 
 @contextlib.contextmanager
