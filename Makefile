@@ -1,4 +1,4 @@
-# `make demo` and `make test` each create .venv and install what they need (CPU torch pinned).
+# `make demo`, `make check` and `make test` each create .venv and install what they need (CPU torch pinned).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 
-.PHONY: demo test lint docs install clean
+.PHONY: demo check test lint docs install clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,10 +21,20 @@ demo: $(STAMP)
 	$(BIN)/dicelab sweep experiments/quickstart.yaml
 	$(BIN)/dicelab analyze --experiment quickstart --out reports/quickstart
 
+# Test tiers (docs/development.md). `make check`: lint, import contracts and the unit tier (no Ray, no server
+# process), on two xdist workers. `make test`: everything, what CI runs; the integration tests form one xdist
+# group (one worker, one after the other, sharing its Ray cluster and MLflow server) beside the rest.
+PYTEST_WORKERS ?= 2
+
+check: $(STAMP)
+	$(BIN)/ruff check platform tests benchmarks infra
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
+
 test: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra

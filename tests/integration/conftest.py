@@ -128,6 +128,9 @@ def ray_env(session_dir: Path) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS="1",
         TOKENIZERS_PARALLELISM="false",
+        # MLflow servers without the GenAI job runner (seven huey_consumer processes each), as `dicelab ui`
+        # and infra/mlflow's compose file run them
+        MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
     )
     return env
 

@@ -1,0 +1,114 @@
+"""Test tiers, by construction (docs/development.md):
+
+- `integration`: the test starts Ray or a server. Nobody marks it by hand: a test is marked here when it lives
+  under tests/integration/ or uses a fixture that starts such a process: one named in STARTS_PROCESSES, or one
+  whose name says so (a word `ray`, `cluster` or `server` in it: `ray_cluster`, `mlflow_server`,
+  `team_server_under_test`). Fixtures that start processes are named that way.
+- `slow`: marked by hand (more than ~20 s on 2 cores without starting Ray or a server).
+- the unit tier is everything else, and it stays free of processes: a test not marked `integration` that
+  starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui` or
+  `dicelab sweep|submit|ui` fails at once, telling its author how to mark it.
+
+`make test` runs the tiers on two pytest-xdist workers with `--dist loadgroup`: every integration test is in
+one xdist group, so they run one after the other on one worker and share its Ray cluster and MLflow server
+(session fixtures are per worker), while the other worker runs the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Fixtures that start Ray or a server without the word in their name.
+STARTS_PROCESSES = frozenset({"sweep_tools"})
+STARTS_BY_NAME = re.compile(r"(?:^|_)(?:ray|cluster|server)(?:_|$)")
+INTEGRATION_DIRS = (TESTS / "integration",)
+INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
+
+
+def starts_processes(fixture_names: list[str]) -> list[str]:
+    """The fixtures among `fixture_names` (a test's, transitively) that start Ray or a server."""
+    return [name for name in fixture_names if name in STARTS_PROCESSES or STARTS_BY_NAME.search(name)]
+
+
+def _in_integration_dir(item: pytest.Item) -> bool:
+    path = Path(str(item.path)).resolve()
+    return any(path.is_relative_to(directory) for directory in INTEGRATION_DIRS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The MLflow servers tests start run without MLflow's GenAI job runner, as `dicelab ui` and the compose
+    # file do (each server would otherwise bring seven huey_consumer processes of ~257 MB).
+    os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    # Every process a test starts goes through Popen (Ray's gcs_server and raylet included): see below.
+    subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _in_integration_dir(item) or starts_processes(list(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.integration)
+        if item.get_closest_marker("integration") is not None:
+            item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
+
+
+# -- the unit tier starts no process of Ray or a server ------------------------------------------------------
+
+_RAY_PROGRAMS = {"gcs_server", "raylet"}
+_DICELAB_STARTERS = {"sweep", "submit", "ui"}
+
+
+def starts_ray_or_a_server(args: Any) -> str | None:
+    """What a command line would start ("Ray", "an MLflow server", "`dicelab sweep`"), or None."""
+    words = args.split() if isinstance(args, str) else [os.fspath(arg) for arg in args]
+    names = [os.path.basename(word) for word in words]
+    if "--help" in words or "-h" in words:
+        return None
+    for index, name in enumerate(names):
+        rest = names[index + 1 : index + 2]
+        if name in _RAY_PROGRAMS or (name == "ray" and rest == ["start"]):
+            return "Ray"
+        if name == "mlflow" and rest and rest[0] in ("server", "ui"):
+            return "an MLflow server"
+        if name in ("dicelab", "dicelab.cli") and rest and rest[0] in _DICELAB_STARTERS:
+            return f"`dicelab {rest[0]}`"
+    return None
+
+
+_unit_test: list[str] = []  # the node id of the unit-tier test now running, if any
+_original_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self: subprocess.Popen, args: Any, *rest: Any, **options: Any) -> None:
+    if _unit_test:
+        started = starts_ray_or_a_server(args)
+        if started is not None:
+            raise pytest.fail.Exception(
+                f"{_unit_test[0]} starts {started} but is not an integration test: use the shared fixtures "
+                "(ray_cluster, mlflow_server, sweep_tools) or a fixture named *_cluster / *_server, or put "
+                "it under tests/integration/ (docs/development.md)"
+            )
+    _original_popen_init(self, args, *rest, **options)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    subprocess.Popen.__init__ = _original_popen_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    # Setup included: a session fixture that starts a server is caught at the first test that asks for it.
+    unit = item.get_closest_marker("integration") is None
+    if unit:
+        _unit_test.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        if unit:
+            _unit_test.clear()
