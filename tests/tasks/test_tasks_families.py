@@ -13,7 +13,11 @@ The old rule, the first position for every family, fails (b) for XLNet and only 
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from mlflow import MlflowClient
 from tests.tasks.families_fixtures import FAMILY_MODEL_TYPES, save_backbone
 from torch import nn
 from transformers import MPNetConfig
@@ -40,6 +45,7 @@ from dicelab.tasks._heads import model_inputs, summary_positions
 from dicelab.tasks._mrc_ner import MrcNerModel
 from dicelab.tasks.backbones import backbone_source, load_tokenizer
 from dicelab.tasks.families import FAMILIES
+from dicelab.tracking import conventions as names
 
 SYNTHETIC_SOURCE = {"pairs": "synthetic_pairs", "tagging": "synthetic_tagging", "spans": "synthetic_spans"}
 MAX_LENGTH = 96
@@ -438,3 +444,64 @@ def test_a_revision_applies_to_hub_ids_only(
     monkeypatch.setattr(sys, "argv", sys.argv[:1])
     code, cache = _trial(tmp_path, "tiny-bert", "--set", "model.revision=main")
     assert code == 2 and "model.revision" in capsys.readouterr().err and not cache.exists()
+
+
+# A hub id, offline: the real hub path reading a Hugging Face cache -----------------------------------------
+
+HUB_TRIAL = """
+import contextlib, io, json, sys
+from dicelab.cli import main
+results = []
+for args in sys.argv[1:]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(json.loads(args))
+    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue()})
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow  # a trial in a fresh interpreter (the hub client reads its cache settings at import)
+def test_a_hub_revision_resolves_to_its_commit_and_is_recorded_on_the_run(
+    tmp_path: Path, family_directories: dict[str, Path]
+) -> None:
+    """`model.backbone: <hub id>` at `model.revision: main`, served offline from a Hugging Face cache laid
+    out as the hub client writes it: the trial loads the snapshot `main` points to and its run records the
+    commit; a revision the cache does not have is a one-line config error, exit 2, nothing cached."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repository = tmp_path / "hub" / "models--dicelab-test--tiny-xlnet"
+    shutil.copytree(family_directories["xlnet"], repository / "snapshots" / commit)
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text(commit)
+    config = task_config("pair_classification", "dicelab-test/tiny-xlnet", tmp_path / "cache").model_dump()
+    config["model"]["revision"] = "main"
+    config["train"].update(max_steps=2, batch_size=8)
+    path = tmp_path / "trial.yaml"
+    path.write_text(yaml.safe_dump(config))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    good = ["trial", str(path), "--tracking-uri", store, "--json", "--quiet"]
+    bad = [
+        "trial",
+        str(path),
+        "--no-tracking",
+        "--set",
+        "model.revision=v9",
+        "--set",
+        f"data.cache_dir={tmp_path}/c2",
+    ]
+    environment = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-c", HUB_TRIAL, json.dumps(good), json.dumps(bad)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+        check=True,
+    )
+    trained, refused = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert trained["code"] == 0, trained["err"]
+    run = MlflowClient(store).get_run(json.loads(trained["out"].strip().splitlines()[-1])["run_id"])
+    assert run.data.tags[names.BACKBONE_COMMIT] == commit
+    assert run.data.params["model.revision"] == "main"
+    assert refused["code"] == 2 and len(refused["err"].strip().splitlines()) == 1
+    assert "model.revision 'v9'" in refused["err"] and not (tmp_path / "c2").exists()

@@ -24,6 +24,8 @@ GIT_COMMIT = "dicelab.git_commit"
 DATA_FINGERPRINT = "dicelab.data_fingerprint"
 # A trial given a GPU that CUDA could not see trained on CPU instead: one line saying so.
 DEVICE_FALLBACK = "dicelab.device_fallback"
+# The hub commit a hub backbone (model.backbone, at model.revision) resolved to; absent for local backbones.
+BACKBONE_COMMIT = "dicelab.backbone_commit"
 # A trial whose best evaluation predicts no positive / no entity / a single class: one line saying which.
 # Set on the trial's run; the sweep table and the analysis mark such trials and never average them silently.
 DEGENERATE = "dicelab.degenerate"

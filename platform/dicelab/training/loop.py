@@ -38,6 +38,7 @@ from dicelab.errors import ConfigError, TrialFailed, first_line
 from dicelab.losses import LOSSES, build_loss
 from dicelab.tasks import TASKS
 from dicelab.tasks._batching import LengthOrderedBatches, row_lengths
+from dicelab.tasks.backbones import backbone_source
 from dicelab.tasks.base import EvalResult
 from dicelab.tracking import conventions as names
 from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
@@ -351,6 +352,7 @@ class Trial:
             "label_names": self.inputs.label_names,
             "features_cached": self.inputs.features_cached,
             "tokenizer_path": self.inputs.tokenizer_path,  # what a saved model keeps (dicelab.models)
+            "backbone_commit": backbone_source(self.config.model).commit,  # the hub commit loaded, if any
         }
 
     def finish(

@@ -79,6 +79,8 @@ class MlflowReporter(Reporter):
         }
         if info.get("device_fallback"):
             tags[names.DEVICE_FALLBACK] = info["device_fallback"]
+        if info.get("backbone_commit"):
+            tags[names.BACKBONE_COMMIT] = info["backbone_commit"]
         if self.parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = self.parent_run_id
         params = {
