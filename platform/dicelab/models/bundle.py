@@ -75,7 +75,10 @@ def write_bundle(
 
         from dicelab.tasks.backbones import resolve_backbone
 
-        AutoConfig.from_pretrained(resolve_backbone(config.model.backbone)).save_pretrained(str(encoder_dir))
+        revision = getattr(config.model, "revision", None)  # the hub revision the trial trained from
+        source = resolve_backbone(config.model.backbone)
+        encoder_config = AutoConfig.from_pretrained(source, revision=revision)
+        encoder_config.save_pretrained(str(encoder_dir))
 
 
 def read_info(directory: Path) -> BundleInfo:

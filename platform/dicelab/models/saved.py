@@ -147,6 +147,8 @@ def load_bundle(directory: Path, device: str | torch.device = "cpu") -> SavedMod
     if config.model.backbone != TINY_BERT:  # the encoder loads from the bundle, not from the hub
         build = config.model_copy(deep=True)
         build.model.backbone = str(directory / ENCODER_DIR)
+        if getattr(build.model, "revision", None) is not None:
+            build.model.revision = None  # a hub revision: the bundle holds the files it resolved to
     with torch.random.fork_rng(devices=[]):  # building initialises from the RNG: leave the caller's alone
         model = task.build_model(build, info.label_names, tokenizer)
     model.load_state_dict(read_weights(directory), strict=True)
