@@ -113,3 +113,14 @@ def test_the_share_never_packs_more_than_fit(fit, share, packs):
     from dicelab.analysis.cost import _share
 
     assert _share(fit) == (share, packs)
+
+
+def test_trials_that_fell_back_to_cpu_are_a_caveat(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("fallback")
+    for seed in range(2):
+        run_id = log.trial(0.8, seed=seed, metrics=_gpu_cost(60.0, 0.25, 60.0, peak_mb=None))
+        line = "GPU 0 was assigned but CUDA is not available: training on CPU in fp32"
+        log.client.set_tag(run_id, names.DEVICE_FALLBACK, line)
+    log.trial(0.8, seed=2, metrics=_gpu_cost(60.0, 0.25, 60.0, peak_mb=900.0))
+    report = build_report(load_runs("fallback", tracking_uri), tmp_path / "report", log_to_mlflow=False)
+    assert any(note.startswith("2 trials given a GPU that CUDA could not see") for note in report.notes)

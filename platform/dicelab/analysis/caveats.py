@@ -41,6 +41,12 @@ def caveats(ctx: ReportContext) -> list[str]:
                 else "they are excluded (--exclude-early-stopped)."
             )
         )
+    fell_back = int(obs["device_fallback"].notna().sum()) if "device_fallback" in obs else 0
+    if fell_back:
+        notes.append(
+            f"{count(fell_back, 'trial')} given a GPU that CUDA could not see trained on CPU instead "
+            f"(`{names.DEVICE_FALLBACK}`): their times and costs are not a GPU's."
+        )
     running = int(obs["outcome"].isin(["running"]).sum())
     if running:
         notes.append(f"{count(running, 'trial')} still running, not counted yet.")

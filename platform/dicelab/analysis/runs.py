@@ -34,6 +34,7 @@ TAG_COLUMNS = {
     names.REASON: "reason",
     names.PRIMARY_METRIC: "metric",
     names.DEGENERATE: "degenerate",  # why a trial's predictions are degenerate (one class), if they are
+    names.DEVICE_FALLBACK: "device_fallback",  # a trial given a GPU CUDA could not see trained on CPU
     names.RACE_DECISION: "race_decision",  # on a seed race's parent run
     names.RACE_TEST: "race_test",  # the test that race decided with (analyze uses it unless told otherwise)
 }
