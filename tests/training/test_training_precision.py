@@ -165,3 +165,24 @@ def test_without_a_scaler_an_overflowing_gradient_stops_the_trial_at_once(
     config = make_config("pairs", "train.max_steps=5")
     with pytest.raises(TrialFailed, match=r"^non-finite gradient norm \((inf|nan)\) at step 2 "):
         run_trial(config, inputs=inputs_for(config))
+
+
+def test_a_resumed_fp16_trial_continues_with_the_scaler_where_it_was(fp16_on_cpu, make_config, inputs_for):
+    injected = {3}  # one skip before the checkpoint at step 4: the restored scale is not the initial one
+    fp16_on_cpu(injected)
+    config = make_config("pairs", "train.max_steps=8", "train.eval_every_steps=4", "train.log_every_steps=1")
+    inputs = inputs_for(config)
+    uninterrupted = Steps()
+    expected = run_trial(config, uninterrupted, inputs=inputs)
+    checkpoint = uninterrupted.states[0]
+    assert checkpoint["progress"]["step"] == 4 and checkpoint["scaler"]["scale"] < 65536.0
+
+    injected.clear()  # the resumed run counts its loss calls from 1 again: no injection there
+    resumed = Steps()
+    result = run_trial(config, resumed, inputs=inputs, resume_state=checkpoint)
+
+    assert result.final_metrics == expected.final_metrics
+    assert result.resource_metrics[names.SKIPPED_STEPS] == expected.resource_metrics[names.SKIPPED_STEPS]
+    assert resumed.states[-1]["scaler"] == uninterrupted.states[-1]["scaler"]
+    for name, tensor in uninterrupted.states[-1]["model"].items():
+        assert torch.equal(tensor, resumed.states[-1]["model"][name]), name

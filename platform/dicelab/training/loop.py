@@ -164,6 +164,8 @@ class Trial:
             if self.scaler is not None and resume.get("scaler"):
                 self.scaler.load_state_dict(resume["scaler"])
             restore_rng(resume["rng"])
+        # The loss scale after the last step, read without a sync (a new or restored scaler knows it).
+        self.loss_scale = self.scaler.get_scale() if self.scaler is not None else 1.0
 
     def train(self, reporter: Reporter) -> tuple[str, str | None]:
         """Run optimizer steps until done or stopped; returns (outcome, reason)."""
@@ -230,10 +232,11 @@ class Trial:
         if scaler is None:
             self.optimizer.step()
         else:
-            scale = scaler.get_scale()
+            scale = self.loss_scale
             scaler.step(self.optimizer)  # skipped when unscale_ found inf / NaN gradients
             scaler.update()  # ... and then the scale is halved
-            stepped = scaler.get_scale() >= scale
+            self.loss_scale = scaler.get_scale()  # a second sync, on fp16 steps only
+            stepped = self.loss_scale >= scale
             self._count_skip(stepped, scale)
         if stepped:  # a skipped step leaves the schedule where it was (as accelerate does)
             self.scheduler.step()
