@@ -4,7 +4,8 @@
     task = TASKS.get(config.task.name)()  # a Task (dicelab.tasks.base): stateless, built without arguments
 
 Adding a task is one module whose class implements `Task` and is decorated with `@TASKS.register(name)`,
-plus its import here. Backbones (tokenizer and encoder) live in `dicelab.tasks.backbones`, metrics in
+plus its import here. Backbones (tokenizer and encoder) live in `dicelab.tasks.backbones`, what each
+architecture needs (summary token, segment ids, padding) in the registry `dicelab.tasks.families`, metrics in
 `dicelab.tasks.metrics`.
 """
 
