@@ -18,7 +18,7 @@ from dicelab.analysis._format import count
 from dicelab.stats import NO_DIFFERENCE
 from dicelab.tracking import conventions as names
 
-GPU_TOTAL_MEMORY_MB = "gpu/total_memory_mb"  # the trial's GPU's memory, logged beside its peak
+GPU_TOTAL_MEMORY_MB = names.GPU_TOTAL_MEMORY_MB  # the trial's GPU's memory, logged beside its peak
 # Per trial process on top of torch's peak allocation: the CUDA context and the caching allocator's slack
 # (torch.cuda.max_memory_allocated counts neither; the context alone is typically 300-500 MiB).
 PROCESS_OVERHEAD_MB = 500.0

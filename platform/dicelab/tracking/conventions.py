@@ -62,6 +62,7 @@ COST_WALL_SECONDS = "cost/wall_seconds"
 COST_CPU_SECONDS = "cost/cpu_seconds"
 COST_GPU_SECONDS = "cost/gpu_seconds"
 GPU_PEAK_MEMORY_MB = "gpu/peak_memory_mb"  # torch.cuda.max_memory_allocated over the trial, CUDA only
+GPU_TOTAL_MEMORY_MB = "gpu/total_memory_mb"  # the trial's GPU's memory, CUDA only (how many trials fit)
 
 # Artifacts (paths inside a run)
 CONFIG_ARTIFACT = "config.yaml"  # the fully resolved config

@@ -10,7 +10,8 @@ end of training and turns it into the metrics every trial logs:
   intra-op pool is counted, and inside a Ray actor so are Ray's own threads (idle, a small share);
 - `cost/gpu_seconds`: the reserved GPU fraction x wall time. The reservation is what a cluster charges, so a
   trial that fell back to CPU (its GPU invisible to CUDA) is still charged for it;
-- `gpu/peak_memory_mb`: on CUDA only, `torch.cuda.max_memory_allocated` since the trial's start.
+- `gpu/peak_memory_mb`: on CUDA only, `torch.cuda.max_memory_allocated` since the trial's start, and
+  `gpu/total_memory_mb`, the GPU's memory (the analysis says how many such trials fit on one GPU).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class ResourceMeter:
         peak = peak_memory_mb(self.device)
         if peak is not None:
             metrics[names.GPU_PEAK_MEMORY_MB] = peak
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            metrics[names.GPU_TOTAL_MEMORY_MB] = total / 2**20
         return metrics
 
 
