@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,12 +49,16 @@ TINY: dict[str, Any] = {
 }
 
 
+# Ray's session files of every sweep here: a short path, so its socket paths stay under 107 characters.
+RAY_DIR = Path(tempfile.mkdtemp(prefix="dl-api-", dir="/tmp"))
+
+
 @contextlib.contextmanager
 def working_dir(path: Path) -> Iterator[None]:
-    """The sweep's .dicelab/ (Tune results, checkpoints) and Ray's session files go under `path`."""
+    """The sweep's .dicelab/ (Tune results, checkpoints) goes under `path`, Ray's session files to RAY_DIR."""
     previous, tmpdir = Path.cwd(), os.environ.get("RAY_TMPDIR")
     os.chdir(path)
-    os.environ["RAY_TMPDIR"] = str(path / "ray")  # short: Ray's socket paths stay under 107 characters
+    os.environ["RAY_TMPDIR"] = str(RAY_DIR)
     try:
         yield
     finally:
@@ -66,7 +72,6 @@ def working_dir(path: Path) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     directory = Path(os.path.realpath(tmp_path_factory.mktemp("api")))
-    (directory / "ray").mkdir()
     config = directory / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY, sort_keys=False))
     uri = f"sqlite:///{directory / 'mlflow.db'}"
@@ -75,6 +80,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with working_dir(directory), contextlib.redirect_stdout(printed):
         result = dicelab.sweep(config, tracking_uri=uri, progress=lines.append)
     yield {"result": result, "uri": uri, "dir": directory, "lines": lines, "printed": printed.getvalue()}
+    shutil.rmtree(RAY_DIR, ignore_errors=True)
 
 
 def test_a_sweep_returns_its_runs_decision_winner_and_cost(swept):

@@ -5,6 +5,7 @@ outputs and the working tree stays clean."""
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,18 @@ def test_the_quickstart_notebook_runs(tmp_path, monkeypatch):
 
     copy = tmp_path / NOTEBOOK.name
     shutil.copy(NOTEBOOK, copy)
-    (tmp_path / "ray").mkdir()
-    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # the kernel's local Ray: its own session files
+    # The kernel's local Ray: its own session files, on a short path (Unix socket paths: 107 characters)
+    ray_dir = tempfile.mkdtemp(prefix="dl-nb-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", ray_dir)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store under the copy's .dicelab/
     notebook = nbformat.read(copy, as_version=4)
     client = NotebookClient(
         notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [output for output in outputs if output.output_type == "error"]
     shown = "".join(

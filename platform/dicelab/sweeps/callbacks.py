@@ -6,8 +6,10 @@ are created lazily and never pickled.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,19 @@ _LIVE_FINISHED_ROWS = 12  # while the sweep runs: the running trials and the bes
 _FINAL_ROWS = 60  # the table printed at the end
 
 
+_output: list[Console] = []  # where SweepView prints when the caller says so (`printing_to`); else stdout
+
+
+@contextlib.contextmanager
+def printing_to(console: Console) -> Iterator[None]:
+    """The sweep view prints to `console` meanwhile (`dicelab.sweep`: its progress callback, or nowhere)."""
+    _output.append(console)
+    try:
+        yield
+    finally:
+        _output.remove(console)
+
+
 class SweepView(_Lazy):
     """A live table of the trials (status, swept values, evaluations, latest and best metric).
 
@@ -164,10 +179,13 @@ class SweepView(_Lazy):
     # -- Tune hooks ------------------------------------------------------------------------------------
 
     def setup(self, **info: Any) -> None:
-        self._console = Console()
-        if not self._console.is_terminal:  # logs: no terminal width to fit, keep ids and values whole
-            self._console = Console(width=max(self._console.width, 160))
+        if _output:
+            self._console = _output[-1]
         else:
+            self._console = Console()
+            if not self._console.is_terminal:  # logs: no terminal width to fit, keep ids and values whole
+                self._console = Console(width=max(self._console.width, 160))
+        if self._console.is_terminal:
             self._live = Live(console=self._console, refresh_per_second=2, transient=False)
             self._live.start()
 

@@ -121,7 +121,7 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         if outline is not None:
             system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
         trial_env.prepare_local_ray()
-        ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
+        _start_local_ray(system, quiet)
         session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
@@ -131,6 +131,24 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
             runtime_env["py_modules"] = [dicelab]
         ray.init(address=address, runtime_env=runtime_env or None, **quiet)
+
+
+# Ray's start fails when its processes come up too slowly for its fixed waits (the driver's 30 s for the
+# raylet, the raylet's for its agents' ports), which a loaded machine can exceed: it is tried once more.
+LOCAL_RAY_STARTS = 2
+
+
+def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> None:
+    import ray
+
+    for attempt in range(1, LOCAL_RAY_STARTS + 1):
+        try:
+            ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
+            return
+        except Exception as error:
+            if "timed out during startup" not in str(error) or attempt == LOCAL_RAY_STARTS:
+                raise
+            ray.shutdown()  # the half-started node's processes go before the next start
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
@@ -213,10 +231,11 @@ def run_sweep(options: SweepOptions, console: Console | None = None) -> int:
 
 
 def execute_sweep(options: SweepOptions, console: Console | None = None) -> SweepOutcome:
-    """Run (or with options.resume continue) a sweep and return what it ended with; `console` gets the
-    sweep's view (a quiet Console for none)."""
+    """Run (or with options.resume continue) a sweep and return what it ended with. `console`: where the
+    sweep's lines and its live table of trials go (default: stdout)."""
     import ray
 
+    view = console  # the trials' table too goes there when a console is given (else Tune's callback's own)
     console = console or Console()
     config, outline = load_sweep_config(options)
     storage = outline.search.storage or str(Path(STORE_DIR) / RESULTS_DIR)
@@ -276,7 +295,10 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
         where = _mlflow_location(tracking_uri, state)
         inputs, prepared = share_inputs(built, console)
         metric = resolve_metric(plan, prepared)
-        grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
+        from dicelab.sweeps.callbacks import printing_to
+
+        with printing_to(view) if view is not None else contextlib.nullcontext():
+            grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
     except BaseException as error:
         if opened:  # the parent run exists: it ends with the sweep
             from dicelab.sweeps import records
