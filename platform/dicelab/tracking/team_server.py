@@ -59,7 +59,7 @@ INSTALL_HINT = (
 HOST = "127.0.0.1"
 DATABASE = "mlflow"
 DB_USER = "mlflow"
-START_TIMEOUT_S = 120.0
+START_TIMEOUT_S = 300.0  # a cold start on 2 busy cores took 90 s
 STOP_TIMEOUT_S = 30.0
 STATE_FILE = "server.json"
 
