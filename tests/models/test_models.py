@@ -209,3 +209,22 @@ def _no_backbone_lookup(backbone: str) -> str:
     if backbone == "minilm":
         raise AssertionError("the saved model looked up its backbone")
     return backbone
+
+
+def test_dicelab_trial_register_saves_and_registers_the_model(workspace, store, tmp_path, capsys):
+    config = trial_config("pair_classification", workspace / "cache", "train.max_steps=2")
+    path = tmp_path / "trial.yaml"
+    path.write_text(json.dumps(config.model_dump(mode="json")), encoding="utf-8")  # JSON is YAML
+    assert (
+        main(["trial", str(path), "--tracking-uri", store, "--register", "pairs-cli", "--json", "--quiet"])
+        == 0
+    )
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["model_uri"].startswith("models:/m-")
+    versions = MlflowClient(store).search_model_versions("name='pairs-cli'")
+    assert [(version.source, version.run_id) for version in versions] == [
+        (summary["model_uri"], summary["run_id"])
+    ]
+
+    assert main(["trial", str(path), "--no-tracking", "--register", "pairs-cli", "--quiet"]) == 2
+    assert "--register pairs-cli: no model is saved with --no-tracking" in capsys.readouterr().err
