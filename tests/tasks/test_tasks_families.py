@@ -32,7 +32,7 @@ import yaml
 from mlflow import MlflowClient
 from tests.tasks.families_fixtures import FAMILY_MODEL_TYPES, save_backbone
 from torch import nn
-from transformers import MPNetConfig
+from transformers import AutoTokenizer, MPNetConfig
 
 from dicelab.cli import main
 from dicelab.config import ExperimentConfig, ModelConfig
@@ -43,7 +43,7 @@ from dicelab.tasks import TASKS
 from dicelab.tasks._batching import padding_shift, roll_rows
 from dicelab.tasks._heads import model_inputs, summary_positions
 from dicelab.tasks._mrc_ner import MrcNerModel
-from dicelab.tasks.backbones import backbone_source, load_tokenizer
+from dicelab.tasks.backbones import backbone_source, load_tokenizer, tokenizer_identity
 from dicelab.tasks.families import FAMILIES
 from dicelab.tracking import conventions as names
 
@@ -341,6 +341,19 @@ def test_the_encoder_sees_what_the_tokenizer_pads(
     assert ("token_type_ids" in seen) == takes_segments
     if takes_segments:
         assert torch.equal(seen["token_type_ids"], padded["token_type_ids"])
+
+
+def test_cached_features_do_not_depend_on_the_padding_side(cases: Callable[[str, str], FamilyCase]) -> None:
+    """Features are stored unpadded and the model pads: a tokenizer's padding side is rightly not part of the
+    feature-cache key (its identity), while its vocabulary and pre-processing are."""
+    case = cases("xlnet", "pair_classification")
+    flipped = AutoTokenizer.from_pretrained(case.tokenizer.name_or_path, padding_side="right")
+    assert (flipped.padding_side, case.tokenizer.padding_side) == ("right", "left")
+    assert tokenizer_identity(flipped) == tokenizer_identity(case.tokenizer)
+    encoded = case.task.encode(case.raw.dev, flipped, case.config, case.raw.label_names)
+    assert encoded.to_dict() == case.features["dev"].to_dict()
+    other = cases("albert", "pair_classification").tokenizer  # another Unigram vocabulary and normaliser
+    assert tokenizer_identity(other) != tokenizer_identity(case.tokenizer)
 
 
 def test_rolling_rows_to_either_side_and_back() -> None:
