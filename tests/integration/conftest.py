@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,12 +195,21 @@ def _node_ports() -> list[str]:
     ]
 
 
+def _started(node: Process) -> bool:
+    """`ray start` says its node is up. A file read: polling `ray list nodes` (a process each time) while a
+    node registers loads the GCS enough, on a busy 2-core machine, for the node's start to time out."""
+    return b"Ray runtime started" in node.log.read_bytes()
+
+
 @contextlib.contextmanager
-def two_node_cluster(directory: Path, env: dict[str, str]) -> Iterator[RayCluster]:
-    """A head and a worker node (one CPU each) on 127.0.0.1, their temp dirs and logs under `directory`
-    (keep it short: Ray's socket paths must stay below 107 characters); stopped on exit."""
+def two_node_cluster(
+    directory: Path, env: dict[str, str], node_args: Sequence[str] = ()
+) -> Iterator[RayCluster]:
+    """A head and a worker node (one CPU each, plus `node_args` such as "--num-gpus=1") on 127.0.0.1, their
+    temp dirs and logs under `directory` (keep it short: Ray's socket paths must stay below 107
+    characters); stopped on exit."""
     port, dashboard_port = free_port(), free_port()
-    common = ["--num-cpus=1", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+    common = ["--num-cpus=1", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1", *node_args]
     head = start(
         "ray-head",
         [
@@ -221,6 +230,7 @@ def two_node_cluster(directory: Path, env: dict[str, str]) -> Iterator[RayCluste
     processes = [head]
     try:
         dashboard = f"http://127.0.0.1:{dashboard_port}"
+        wait_until(lambda: _started(head), 180, "the Ray head node to start", head)
         first = wait_until(lambda: alive_nodes(dashboard, env), 180, "the Ray head node", head)
         worker = start(
             "ray-worker",
@@ -238,6 +248,8 @@ def two_node_cluster(directory: Path, env: dict[str, str]) -> Iterator[RayCluste
             directory,
         )
         processes.append(worker)
+
+        wait_until(lambda: _started(worker), 180, "the Ray worker node to start", worker)
 
         def two_alive() -> list[dict[str, Any]]:
             found = alive_nodes(dashboard, env)
@@ -260,11 +272,12 @@ def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayClust
 
 
 @pytest.fixture
-def own_ray_cluster(ray_env: dict[str, str]) -> Iterator[RayCluster]:
-    """A two-node cluster of this test alone, free to be broken."""
+def own_ray_cluster(request: pytest.FixtureRequest, ray_env: dict[str, str]) -> Iterator[RayCluster]:
+    """A two-node cluster of this test alone, free to be broken. Parametrized indirectly, its value is more
+    `ray start` options for both nodes (e.g. ["--num-gpus=1"]: Ray declares GPUs a CPU machine lacks)."""
     directory = Path(tempfile.mkdtemp(prefix="dl-c-", dir="/tmp"))  # short: Ray's socket paths
     try:
-        with two_node_cluster(directory, ray_env) as cluster:
+        with two_node_cluster(directory, ray_env, getattr(request, "param", ())) as cluster:
             yield cluster
     finally:
         shutil.rmtree(directory, ignore_errors=True)

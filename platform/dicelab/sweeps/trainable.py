@@ -264,11 +264,13 @@ def _placement(context: SweepContext) -> tuple[TrialResources, dict[str, str]]:
     """What Ray gave the trial (its GPU share and ids: the trial charges GPU-seconds by the share, and trains
     on CPU, saying so, when CUDA cannot see the ids) and the tags that say where it ran."""
     gpu_ids = tuple(str(gpu) for gpu in ray.get_gpu_ids())
-    where = {
-        RAY_NODE: ray.get_runtime_context().get_node_id(),
-        NODE_IP: ray.util.get_node_ip_address(),
-        WORKER_PID: str(os.getpid()),
-    }
+    node_id = ray.get_runtime_context().get_node_id()
+    # The address the node registered with (`ray start --node-ip-address`), not the machine's first one.
+    address = next(
+        (node["NodeManagerAddress"] for node in ray.nodes() if node["NodeID"] == node_id),
+        ray.util.get_node_ip_address(),
+    )
+    where = {RAY_NODE: node_id, NODE_IP: address, WORKER_PID: str(os.getpid())}
     if gpu_ids:
         where[GPU_IDS] = ",".join(gpu_ids)
     return TrialResources(gpu_fraction=context.plan.search.resources.gpu, gpu_ids=gpu_ids), where
