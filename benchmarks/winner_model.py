@@ -13,6 +13,12 @@ that run's own wall time (goal: together at most 5%):
   sweep's storage), median of 5, and counted for every trial, spread over the concurrent trials: an upper
   bound (a trial whose best evaluation was already checkpointed writes nothing more).
 Prints one JSON line with the numbers.
+
+    .venv/bin/python benchmarks/winner_model.py --part saving   # no sweep, no Ray: the two costs alone
+
+`--part saving` times the same two steps on the config's first trial's model (initialised, not trained: the
+time does not depend on the values) in a fresh SQLite store: `log_model` (median of 3) and the extra
+checkpoint, without running the sweep.
 """
 
 from __future__ import annotations
@@ -47,11 +53,51 @@ def checkpoint_seconds(state: dict, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
+def saving_alone(config_path: Path) -> dict:
+    """The model-saving step and the extra checkpoint on the config's first trial's model, without a sweep."""
+    from mlflow import MlflowClient
+
+    from dicelab.experiment import load_experiment
+    from dicelab.models import log_model
+    from dicelab.sweeps.space import outline_sweep
+    from dicelab.tasks import TASKS
+    from dicelab.training import prepare_inputs
+
+    plan = outline_sweep(load_experiment(config_path), str(config_path))
+    point = plan.points()[0]
+    config = plan.trial_config(plan.race_seed_point(point, 1) if plan.racing is not None else point)
+    inputs = prepare_inputs(config)
+    model = TASKS.get(config.task.name)().build_model(config, inputs.label_names, inputs.tokenizer)
+    weights = {key: value.detach().clone() for key, value in model.state_dict().items()}
+    times = []
+    with tempfile.TemporaryDirectory(prefix="dl-bench-") as scratch:
+        uri = f"sqlite:///{Path(scratch) / 'mlflow.db'}"
+        client = MlflowClient(uri)
+        experiment = client.create_experiment("saving", artifact_location=(Path(scratch) / "art").as_uri())
+        for _ in range(3):
+            run_id = client.create_run(experiment).info.run_id
+            started = time.perf_counter()
+            log_model(uri, run_id, config, inputs.label_names, inputs.tokenizer_path, weights, step=1)
+            times.append(time.perf_counter() - started)
+    state = {"best_step": 1, "best_model_state": weights}
+    return {
+        "config": config_path.name,
+        "saving_s": round(statistics.median(times), 3),
+        "saving_s_all": [round(t, 3) for t in times],
+        "extra_checkpoint_s_per_trial": round(checkpoint_seconds(state), 4),
+        "weights_mb": round(sum(t.numel() * t.element_size() for t in weights.values()) / 2**20, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "experiments" / "quickstart.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--part", choices=["sweep", "saving"], default="sweep")
     args = parser.parse_args()
+    if args.part == "saving":
+        print(json.dumps(saving_alone(Path(args.config).resolve())))
+        return
 
     import dicelab
 
