@@ -278,7 +278,12 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
         for line in warm_start:
             console.print(line, highlight=False, soft_wrap=True)
         built = build_inputs(plan, console)
-        import dicelab.sweeps.tuning  # noqa: F401  (torch, transformers, Tune: for _fit, while Ray starts)
+        import dicelab.sweeps.tuning  # torch, transformers, Tune: for _fit, while Ray starts
+
+        if plan.search.save_model != "none":  # saving the winner comes after the trials: its imports now
+            import mlflow.pyfunc  # noqa: F401
+
+            import dicelab.models.publishing  # noqa: F401
 
         return built
 
