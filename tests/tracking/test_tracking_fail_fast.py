@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+# integration: it runs `dicelab sweep`, `submit` and `ui`, which start Ray or a server unless they fail first
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 FAST_S = 45.0
 
