@@ -140,6 +140,16 @@ def test_local_directory_backbone(tmp_path: Path, tiny_tokenizer):
         build_encoder(model_config, loaded_tokenizer, max_positions=128)
 
 
+def test_a_half_precision_checkpoint_loads_as_fp32(tmp_path: Path, tiny_tokenizer):
+    """Hub checkpoints are often saved in fp16/bf16: training needs fp32 master weights."""
+    tokenizer = tiny_tokenizer(corpus())
+    sizes = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+    BertModel(BertConfig(vocab_size=len(tokenizer), **sizes)).half().save_pretrained(tmp_path / "fp16")
+    tokenizer.save_pretrained(tmp_path / "fp16")
+    encoder = build_encoder(ModelConfig(backbone=str(tmp_path / "fp16")), tokenizer, max_positions=64)
+    assert {parameter.dtype for parameter in encoder.parameters()} == {torch.float32}
+
+
 def test_missing_backbone_is_a_config_error(tmp_path: Path):
     model_config = ModelConfig(backbone=str(tmp_path / "does-not-exist"))
     with pytest.raises(ConfigError, match=r"model\.backbone"):

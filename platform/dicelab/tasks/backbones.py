@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
 from transformers.utils.hub import cached_file, extract_commit_hash
@@ -178,7 +179,9 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
     source = backbone_source(model_config)
     name = source.location
     try:
-        encoder = AutoModel.from_pretrained(name, revision=source.revision)
+        # fp32 master weights whatever dtype the checkpoint was saved in (transformers 5 defaults to the
+        # checkpoint's): train.precision casts under autocast, and fp16's gradient scaler needs fp32 weights.
+        encoder = AutoModel.from_pretrained(name, revision=source.revision, dtype=torch.float32)
     except (OSError, ValueError) as error:
         raise ConfigError(
             f"model.backbone: cannot load an encoder from {name!r}: {first_line(error)}"
