@@ -115,7 +115,7 @@ class TrainConfig(Section):
     early_stopping_patience: int | None = Field(None, ge=1)  # evaluations without improvement
     metric: str = "auto"  # dev metric to select on; "auto" = the task's primary metric
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # auto: bf16 autocast on CUDA devices with native bf16, fp16 with a gradient scaler on older ones, fp32 on CPU
+    # auto: bf16 autocast on CUDA with native bf16, fp16 with a gradient scaler on older GPUs, fp32 on CPU
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     num_threads: int | None = Field(None, ge=1)  # torch intra-op threads; None: leave torch's default
     log_every_steps: int = Field(10, ge=1)
