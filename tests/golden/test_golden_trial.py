@@ -104,6 +104,7 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "precision": "fp32",
         "num_threads": 1,
         "log_every_steps": 1,
+        "save_model": "none",
     },
     "tracking": {"enabled": False},
 }
