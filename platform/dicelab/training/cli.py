@@ -2,8 +2,8 @@
 
 Exit codes: 0 completed or early-stopped; 1 the trial failed (non-finite loss, crash), with the reason on
 stderr; 2 a config, data or tracking error, found before training. With --json the last stdout line is one
-JSON object: outcome, reason, metric, steps, best_step, run_id, dev_<metric> (last evaluation) and
-best_dev_<metric> (best evaluation).
+JSON object: outcome, reason, metric, steps, best_step, run_id, model_uri (the saved model, train.save_model),
+dev_<metric> (last evaluation) and best_dev_<metric> (best evaluation).
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from dicelab.errors import DicelabError, TrialFailed
+from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
-from dicelab.tracking import check_tracking, default_tracking_uri, resolve_tracking_uri
 from dicelab.tracking import conventions as names
-from dicelab.training.reporter import MultiReporter, Reporter, TrialResult
+from dicelab.tracking import default_tracking_uri
+from dicelab.training.reporter import TrialResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,61 +36,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tracking", action="store_true", help="do not record the trial in MLflow")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line, last")
     parser.add_argument("--quiet", action="store_true", help="no progress output, only the result")
-
-
-class _Outcome(Reporter):
-    """Keeps the TrialResult, which a failed trial hands only to reporters."""
-
-    result: TrialResult | None = None
-
-    def on_end(self, result: TrialResult) -> None:
-        self.result = result
+    parser.add_argument(
+        "--register",
+        metavar="NAME",
+        help="register the trial's saved model (train.save_model) in the MLflow Model Registry as NAME",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_experiment(args.config, args.set)
-    # torch / transformers load after the config is valid: a config error is reported in under a second
-    import datasets
-    import transformers
+    if args.register and (args.no_tracking or config.train.save_model == "none"):
+        why = "--no-tracking" if args.no_tracking else "train.save_model: none"
+        raise ConfigError(f"--register {args.register}: no model is saved with {why}")
+    from dicelab.training.local import run_local_trial
 
-    from dicelab.training.loop import run_trial
-    from dicelab.training.reporters import ConsoleReporter, MlflowReporter
-
-    outcome = _Outcome()
-    reporters: list[Reporter] = []
-    mlflow: MlflowReporter | None = None
-    uri = None
-    if (config.tracking.enabled or args.tracking_uri) and not args.no_tracking:
-        uri = resolve_tracking_uri(args.tracking_uri, config)
-        check_tracking(uri)  # before any data is loaded or step taken
-        mlflow = MlflowReporter(
-            uri,
-            config.tracking.experiment or config.name,
-            run_name=config.tracking.run_name,
-            tags={names.TRIAL_ID: "local"},
-            log_predictions=config.tracking.log_predictions,
-        )
-        reporters.append(mlflow)
-    if args.quiet:
-        datasets.disable_progress_bars()  # tokenizing and caching features
-        transformers.utils.logging.disable_progress_bar()  # loading weights
-    else:
-        reporters.append(ConsoleReporter())
-    reporters.append(outcome)
-
-    try:
-        run_trial(config, MultiReporter(reporters))
-    except DicelabError:
-        raise  # a config/data error: the CLI prints one line and exits 2
-    except TrialFailed:
-        pass  # non-finite loss: the reason is printed below
-    except Exception:
-        if outcome.result is None:
-            raise  # failed before the trial started
-        traceback.print_exc(file=sys.stderr)  # a crash inside the trial: its run is FAILED with the reason
-    result = outcome.result
-    assert result is not None  # run_trial returned or raised after on_end
-    _print_result(result, config.tracking.experiment or config.name, uri, quiet=args.quiet)
+    trial = run_local_trial(
+        config,
+        tracking_uri=args.tracking_uri,
+        track=not args.no_tracking,
+        console=Console(stderr=True, soft_wrap=True),
+        quiet=args.quiet,
+        register=args.register,
+    )
+    result = trial.result
+    if trial.traceback is not None:
+        print(trial.traceback, end="", file=sys.stderr)
+    _print_result(result, trial.experiment, trial.tracking_uri, quiet=args.quiet)
     if args.json:
         print(json.dumps(_summary(result)), flush=True)
     if result.outcome in (names.FAILED, names.NON_FINITE):
@@ -108,6 +78,7 @@ def _summary(result: TrialResult) -> dict[str, Any]:
         "steps": result.steps,
         "best_step": result.best_step,
         "run_id": result.run_id,
+        "model_uri": result.model_uri,
     }
     summary.update({names.dev_metric(key): value for key, value in result.final_metrics.items()})
     summary.update({names.best_metric(key): value for key, value in result.best_metrics.items()})
@@ -133,3 +104,7 @@ def _print_result(result: TrialResult, experiment: str, uri: str | None, *, quie
         console.print(
             f"MLflow: experiment {experiment!r}, run {result.run_id} in {uri} (browse: {ui})", highlight=False
         )
+        if result.model_uri is not None:
+            console.print(
+                f"model: {result.model_uri} (dicelab predict {result.model_uri} INPUT)", highlight=False
+            )
