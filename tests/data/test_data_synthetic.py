@@ -101,3 +101,24 @@ def test_synthetic_sources(make_config, load_raw, source, task, labels):
     assert raw.fingerprint == load_raw(make_config(task=task, source=source, synthetic=synthetic)).fingerprint
     bigger = load_raw(make_config(task=task, source=source, synthetic={**synthetic, "n_train": 50}))
     assert bigger.dev.equals(raw.dev)  # dev does not depend on the size of train
+
+
+def _overlap(a: str, b: str) -> float:
+    words_a, words_b = set(a.lower().split()), set(b.lower().split())
+    return len(words_a & words_b) / len(words_a | words_b)
+
+
+def test_pairs_unrelated_negatives_are_the_easy_ones_and_off_by_default():
+    hard = generate_pairs(400, 0.2, 3)
+    assert hard.equals(generate_pairs(400, 0.2, 3, unrelated_rate=0.0))  # no extra draw: older data unchanged
+    easy = generate_pairs(400, 0.2, 3, unrelated_rate=1.0)
+    assert (easy["label"] == "1").sum() == 80  # the positive rate stays exact
+
+    def negative_overlap(frame):
+        negatives = frame[frame["label"] == "0"]
+        return sum(
+            _overlap(a, b) for a, b in zip(negatives["text_a"], negatives["text_b"], strict=True)
+        ) / len(negatives)
+
+    # unrelated events share few words; the hard negatives differ by one cue or detail
+    assert negative_overlap(easy) < 0.25 < negative_overlap(hard)

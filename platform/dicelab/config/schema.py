@@ -21,6 +21,7 @@ class SyntheticConfig(Section):
     n_train: int = Field(2000, ge=1)
     n_dev: int = Field(500, ge=1)
     positive_rate: float = Field(0.2, gt=0.0, lt=1.0)  # pairs: share of duplicates
+    unrelated_rate: float = Field(0.0, ge=0.0, le=1.0)  # pairs: share of negatives pairing unrelated events
     entity_density: float = Field(0.15, gt=0.0, lt=1.0)  # tagging: share of tokens inside an entity
     unanswerable_rate: float = Field(0.0, ge=0.0, lt=1.0)  # spans: SQuAD 2.0-style questions without answer
     seed: int = 0

@@ -13,8 +13,12 @@ def synthetic_pairs(config: ExperimentConfig, family: Family) -> RawDataset:
     options = config.data.synthetic
     # train and dev draw from independent streams: changing n_train leaves dev as it is
     splits = {
-        "train": generate_pairs(options.n_train, options.positive_rate, [options.seed, 0]),
-        "dev": generate_pairs(options.n_dev, options.positive_rate, [options.seed, 1]),
+        "train": generate_pairs(
+            options.n_train, options.positive_rate, [options.seed, 0], options.unrelated_rate
+        ),
+        "dev": generate_pairs(
+            options.n_dev, options.positive_rate, [options.seed, 1], options.unrelated_rate
+        ),
     }
     return RawDataset(
         family="pairs",

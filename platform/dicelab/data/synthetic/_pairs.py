@@ -133,14 +133,23 @@ class Event:
     extra: Action | None = None
 
 
-def generate_pairs(n: int, positive_rate: float, seed: int | list[int]) -> pd.DataFrame:
-    """`n` pairs (text_a, text_b, label), round(n * positive_rate) of them labelled "1"."""
+def generate_pairs(
+    n: int, positive_rate: float, seed: int | list[int], unrelated_rate: float = 0.0
+) -> pd.DataFrame:
+    """`n` pairs (text_a, text_b, label), round(n * positive_rate) of them labelled "1". A share
+    `unrelated_rate` of the negatives pairs two independent events (the easy negatives of QQP-like data, told
+    apart by word overlap); the others are the hard kinds of NEGATIVE_KINDS."""
     rng = np.random.default_rng(seed)
     kinds, shares = list(NEGATIVE_KINDS), list(NEGATIVE_KINDS.values())
     rows = []
     for positive in exact_shuffled_flags(n, positive_rate, rng):
         event = random_event(rng)
-        other = event if positive else make_negative(event, kinds[rng.choice(len(kinds), p=shares)], rng)
+        if positive:
+            other = event
+        elif unrelated_rate and rng.random() < unrelated_rate:  # no draw at 0: older data stays the same
+            other = random_event(rng)
+        else:
+            other = make_negative(event, kinds[rng.choice(len(kinds), p=shares)], rng)
         if rng.random() < 0.5:
             event, other = other, event  # the odd sentence is as often first as second
         rows.append((realise(event, rng), realise(other, rng), "1" if positive else "0"))
