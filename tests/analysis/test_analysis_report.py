@@ -1,6 +1,7 @@
 """The report end to end: files, real PNGs, an HTML page that opens offline, artifacts, the CLI."""
 
 import base64
+import re
 import struct
 from html.parser import HTMLParser
 from pathlib import Path
@@ -163,3 +164,41 @@ def test_a_sweep_where_every_trial_failed_still_reports_them(tracking_uri, sweep
     assert "ValueError: bad batch" in markdown and "loss became NaN at step 3" in markdown
     assert "| `ce` | — [2 failed] |" in markdown
     assert not any(path.suffix == ".png" for path in report.files)
+
+
+def test_the_report_opens_on_the_decision_then_the_caveats(report):
+    markdown = report.markdown.read_text(encoding="utf-8")
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings[:3] == ["## Decision", "## Read this first", "## How the numbers were made"]
+
+
+def test_cli_ends_with_one_paragraph_saying_what_won_and_where_to_look(
+    sweep, module_tracking_uri, tmp_path, capsys
+):
+    out = tmp_path / "cli-summary"
+    main(["analyze", "--experiment", "quickstart", "--tracking-uri", module_tracking_uri,
+          "--out", str(out), "--no-log"])  # fmt: skip
+    last = capsys.readouterr().out.strip().split("\n\n")[-1]
+    assert "\n" not in last and last.startswith("In short: ")
+    assert "scored best" in last and "dicelab ui --experiment quickstart" in last
+    assert str(out / "report.html") in last
+
+
+def test_a_second_sweep_is_analysed_on_its_own_with_a_note(tracking_uri, sweep_log, tmp_path, capsys):
+    first = sweep_log("again", sweep_id="first")
+    for seed in range(3):
+        first.trial(0.5, seed=seed)
+        first.trial(0.9, loss="dice", seed=seed)
+    second = sweep_log("again", sweep_id="second")
+    for seed in range(3):
+        second.trial(0.7 + seed / 100, seed=seed)
+        second.trial(0.6 + seed / 100, loss="dice", seed=seed)
+    code = main(["analyze", "--experiment", "again", "--tracking-uri", tracking_uri,
+                 "--out", str(tmp_path / "newest"), "--no-log"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0 and "again: 6 trials" in printed
+    assert "swept 2 times: this report judges the newest sweep, second, on its own" in printed
+    assert re.search(r"Best: (loss\.name=)?ce\b", printed)  # the first sweep's dice (0.9) is not pooled in
+    main(["analyze", "--experiment", "again", "--tracking-uri", tracking_uri, "--all-sweeps",
+          "--out", str(tmp_path / "pooled"), "--no-log"])  # fmt: skip
+    assert "again: 12 trials" in capsys.readouterr().out

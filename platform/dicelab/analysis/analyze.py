@@ -24,6 +24,19 @@ def race_test(runs: RunSet) -> str | None:
     return str(tests.iloc[0]) if len(tests) else None
 
 
+def newest_sweep(runs: RunSet) -> tuple[str, str] | None:
+    """The newest sweep invocation of the report's experiment and a note naming it, when it has several."""
+    own = runs.parents[runs.parents["experiment"] == runs.experiments[0]].dropna(subset=["sweep_id"])
+    if own["sweep_id"].nunique() < 2:
+        return None
+    sweep_id = str(own.iloc[0]["sweep_id"])  # parents are newest first
+    note = (
+        f"`{runs.experiments[0]}` was swept {own['sweep_id'].nunique()} times: this report judges the newest "
+        f"sweep, `{sweep_id}`, on its own (`--sweep-id ID` for another, `--all-sweeps` to pool them)"
+    )
+    return sweep_id, note
+
+
 def analyze_experiment(
     experiment: str,
     tracking_uri: str | None = None,
@@ -40,11 +53,18 @@ def analyze_experiment(
     test: Literal["permutation", "t"] | None = None,
     log_to_mlflow: bool = True,
     console: Console | None = None,
+    all_sweeps: bool = False,
 ) -> tuple[RunSet, Report]:
     """The experiment's runs and its report (see `dicelab analyze --help` for the options); `console`: where
-    a spinner shows progress (None: no progress)."""
+    a spinner shows progress (None: no progress). Without `sweep_ids`, `compare` or `all_sweeps`, an
+    experiment swept more than once is judged on its newest sweep invocation alone (a note says so)."""
     interactive = console is not None and console.is_terminal
     runs = load_runs([experiment, *compare], tracking_uri, sweep_ids=sweep_ids, progress=interactive)
+    newest = None if sweep_ids or compare or all_sweeps else newest_sweep(runs)
+    if newest is not None:
+        # a second `make demo` (or any re-run) is judged on its own, not pooled with the earlier sweeps
+        runs = load_runs(experiment, tracking_uri, sweep_ids=[newest[0]])
+        runs.notes.insert(0, newest[1])
     options = AnalysisOptions(
         metric=metric,
         use=use,

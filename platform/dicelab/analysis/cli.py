@@ -27,7 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="sweep_ids",
         metavar="ID",
-        help="only the trials of this sweep invocation (repeatable; default: all of them)",
+        help="only the trials of this sweep invocation (repeatable; default: the newest one)",
+    )
+    parser.add_argument(
+        "--all-sweeps",
+        action="store_true",
+        help="pool the trials of every sweep invocation of the experiment (default: the newest only)",
     )
     parser.add_argument(
         "--metric", help="dev metric to analyze, e.g. f1 (default: the metric each trial selected on)"
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         test=args.test,
         log_to_mlflow=not args.no_log,
         console=Console(stderr=True),
+        all_sweeps=args.all_sweeps,
     )
     outcomes = runs.trials["outcome"].value_counts()
     counts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "no trials"
@@ -101,4 +107,5 @@ def run(args: argparse.Namespace) -> int:
             f"MLflow: run {report.logged_run_id}, Artifacts tab, report/  "
             f"(open it: dicelab ui --experiment {args.experiment}{where})"
         )
+    print(f"\n{report.summary}")
     return 0

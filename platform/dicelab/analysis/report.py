@@ -11,10 +11,11 @@ from dicelab.analysis import sections
 from dicelab.analysis.caveats import caveats
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.decision import decision_blocks, decision_lines
-from dicelab.analysis.document import Document
+from dicelab.analysis.document import Document, Heading
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
+from dicelab.analysis.summary import summary_paragraph
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Report:
     logged_run_id: str | None  # the MLflow run whose `report/` artifacts hold a copy
     notes: list[str] = field(default_factory=list)  # the caveats the report lists
     decision: list[str] = field(default_factory=list)  # the Decision section as plain console lines
+    summary: str = ""  # one paragraph: what won, by how much, how sure, what it cost, where to look next
 
 
 def build_report(
@@ -56,15 +58,20 @@ def build_report(
     files = sorted(path for path in out.rglob("*") if path.is_file())
     logged = log_report(runs, out) if log_to_mlflow else None
     decision = decision_lines(ctx.decisions, ctx.races, options, ctx.obs)
-    return Report(out, out / "report.md", out / "report.html", files, logged, notes, decision)
+    ui = f"dicelab ui --experiment {runs.experiments[0]}"
+    summary = summary_paragraph(ctx.decisions, options, ctx.obs, str(out / "report.html"), ui)
+    return Report(out, out / "report.md", out / "report.html", files, logged, notes, decision, summary)
 
 
 def compose(ctx: ReportContext, notes: list[str]) -> Document:
     document = Document(f"dicelab report: {' vs '.join(ctx.runs.experiments)}")
+    # the answer first (what won, by how much, how sure, at what cost), then what qualifies it, then the rest
     document.add(
-        *sections.header(ctx),
         *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs),
-        *sections.trials(ctx, notes),
+        *sections.read_first(notes),
+        Heading("How the numbers were made", 2),
+        *sections.header(ctx),
+        *sections.trials(ctx),
         *sections.ablation(ctx),
         *sections.sensitivity(ctx),
         *sections.importance(ctx),

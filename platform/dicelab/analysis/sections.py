@@ -62,10 +62,14 @@ def header(ctx: ReportContext) -> list[Block]:
     return blocks
 
 
-def trials(ctx: ReportContext, notes: list[str]) -> list[Block]:
+def read_first(notes: list[str]) -> list[Block]:
+    """The caveats, right after the Decision they qualify."""
+    return [Heading("Read this first"), Bullets(notes)] if notes else []
+
+
+def trials(ctx: ReportContext) -> list[Block]:
     runs, obs = ctx.runs, ctx.obs
-    blocks: list[Block] = [Heading("Read this first"), Bullets(notes)] if notes else []
-    blocks.append(Heading("Trials"))
+    blocks: list[Block] = [Heading("Trials")]
     outcomes = [o for o in OUTCOME_ORDER if (obs["outcome"] == o).any()]
     outcomes += sorted(set(obs["outcome"]) - set(outcomes))
     rows = []
