@@ -1,9 +1,9 @@
 """An experiment's runs as four long tables (info, tags, params, latest metrics), from either source:
 
 - a SQL-backed store (SQLite, PostgreSQL, MySQL, MSSQL): read-only SELECTs on MLflow's own tables, using
-  MLflow's SQLAlchemy table definitions. `search_runs` builds an ORM object per param, tag and metric
-  (about 60 s for 10,000 trials with 60 params each); four flat queries take about a second. A test checks
-  that both sources give the same tables.
+  MLflow's SQLAlchemy table definitions. `search_runs` builds an ORM object per param, tag and metric,
+  which grows slow at thousands of runs (docs/performance.md has the figures); four flat queries do not.
+  A test checks that both sources give the same tables.
 - any other store (an `http://` tracking server): `MlflowClient.search_runs`, page by page.
 """
 

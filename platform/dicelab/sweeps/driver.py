@@ -6,7 +6,7 @@ processes take seconds to come up, mostly waiting): only the config's schema and
 the --resume checks and an MLflow server's health come before it; the registry checks, the trials'
 configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile, and a
 local Ray's prestarted workers import the trials' modules (`warm_workers`). This module's own imports stay
-light for the same reason (MLflow and Tune are imported by the set-up thread: 1.5 s less before Ray starts).
+light for the same reason (MLflow and Tune are imported by the set-up thread, after Ray's start began).
 """
 
 from __future__ import annotations

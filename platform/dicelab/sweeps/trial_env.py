@@ -2,10 +2,10 @@
 
 Tune runs a trial's function in a second thread of its actor, and glibc gives a new thread a malloc arena
 of its own. That arena hands memory back to the kernel far more eagerly than the main one, and a training
-step allocates and frees the same activation buffers thousands of times: measured on the benchmarks' sweep
-workload (`benchmarks/trial_thread.py`, tiny-bert, one torch thread, nothing else running), the same trial
-in a second thread took 8x the minor page faults of the process's main thread and 4% longer. With
-`MALLOC_ARENA_MAX=1` every thread allocates from the main arena: the faults and the 4% are gone.
+step allocates and frees the same activation buffers thousands of times, so a trial in a second thread
+pays many more minor page faults than in the process's main thread, and runs longer
+(`benchmarks/trial_thread.py` measures it; docs/performance.md has the figures). With `MALLOC_ARENA_MAX=1`
+every thread allocates from the main arena.
 
 glibc reads the variable when a process starts, so it is set where Ray starts its workers: in the
 environment a private local Ray inherits from the driver, and in the runtime env of a sweep on a cluster.

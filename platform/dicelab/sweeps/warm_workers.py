@@ -3,16 +3,16 @@
 Ray prestarts one Python worker per CPU when the driver connects, and gives an idle worker to a new actor
 only when their runtime environments match. Three things follow:
 - Tune gives every trial actor a runtime env (`PL_DISABLE_FORK=1`, a PyTorch Lightning switch; dicelab does
-  not use Lightning), so no trial could take a prestarted worker: Ray killed them and started new ones
-  (measured: 0.90 s to an actor's first call instead of 0.17 s). `bare_trial_actors` drops that variable,
+  not use Lightning), so no trial could take a prestarted worker: Ray killed them and started new ones,
+  which is slower to a first call. `bare_trial_actors` drops that variable,
   leaving the actors' environment empty like the prestarted workers'.
 - The prestarted workers then import what a trial needs (torch, transformers, MLflow, Tune: ~5 s of CPU
   each) while the driver still sets up, through Ray's `preload_python_modules`, instead of after Tune has
-  created the actors (measured: a sweep's first trial 3 s sooner). Only when every prestarted worker will
-  host a trial: an idle worker with these imports holds ~600 MB until the sweep ends.
+  created the actors, so the first trials start sooner. Only when every prestarted worker will host a
+  trial: an idle worker with these imports holds its memory (hundreds of MB) until the sweep ends.
 - Ray's idle-worker killer keeps as many idle workers as there are free CPUs, and there are none once Tune
   has reserved the trials' placement groups: in the moment before the actors claimed them, it killed the
-  prestarted workers in about 1 sweep in 4, and the trials waited for new workers (+7 s). With preloading,
+  prestarted workers in some sweeps, and the trials waited for new workers. With preloading,
   the killer is off: a private cluster's only idle workers are those prestarted for its trials.
 """
 
