@@ -89,7 +89,9 @@ def _pages(client: MlflowClient, experiment_id: str) -> dict[str, str]:
         order_by=[f"metrics.`{names.best_metric(metric)}` DESC"],
         max_results=1,
     )
-    runs = links.experiment_url("", experiment_id, metric).lstrip("/")
+    # what `dicelab ui` links to: the trials only, best first, the metric and swept parameters as columns
+    params = links.swept_params(client, experiment_id)
+    runs = links.trials_view_url(client, "", experiment_id, metric, params).lstrip("/")
     pages = {
         "runs": runs,
         "chart": f"{runs}&compareRunsMode=CHART",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -10,7 +11,14 @@ from mlflow import MlflowClient
 from dicelab.errors import TrackingError
 from dicelab.tracking import check_tracking, ensure_experiment
 from dicelab.tracking import conventions as names
-from dicelab.tracking.links import experiment_url, find_experiment, run_url, sweep_metric
+from dicelab.tracking.links import (
+    experiment_url,
+    find_experiment,
+    run_url,
+    sweep_metric,
+    swept_params,
+    trials_view_url,
+)
 
 
 @pytest.fixture
@@ -68,3 +76,31 @@ def test_without_a_name_the_newest_sweep_is_found_with_its_metric(client):
     assert find_experiment(client, "first").name == "first"
     with pytest.raises(TrackingError, match=r"no experiment 'nope' .*available: .*first, second"):
         find_experiment(client, "nope")
+
+
+def test_the_trials_view_filters_out_parents_sorts_and_shows_the_swept_params(client):
+    experiment_id = ensure_experiment(client, "swept")
+    parent = client.create_run(
+        experiment_id, tags={names.ROLE: names.ROLE_PARENT, names.SWEEP_ID: "s1", names.PRIMARY_METRIC: "f1"}
+    )
+    for loss, seed in (("ce", 1), ("ce", 2), ("dice", 1)):
+        tags = {names.ROLE: names.ROLE_TRIAL, names.SWEEP_ID: "s1", "mlflow.parentRunId": parent.info.run_id}
+        run = client.create_run(experiment_id, tags=tags)
+        for key, value in (("loss.name", loss), ("train.seed", seed), ("train.epochs", 3)):
+            client.log_param(run.info.run_id, key, value)
+    params = swept_params(client, experiment_id)
+    assert params == ["loss.name", "train.seed"]  # train.epochs is the same in every trial
+
+    url = trials_view_url(client, "http://h:5000/", experiment_id, "f1", params)
+    assert url == (
+        f"http://h:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+        "&viewStateShareKey=dicelab-trials"
+    )
+    state = json.loads(client.get_experiment(experiment_id).tags["mlflow.sharedViewState.dicelab-trials"])
+    assert state["searchFilter"] == "tags.`dicelab.role` = 'trial'"
+    assert state["orderByKey"] == "metrics.`best_dev_f1`" and state["orderByAsc"] is False
+    columns = ["metrics.`best_dev_f1`", "params.`loss.name`", "params.`train.seed`"]
+    assert state["selectedColumns"][1:] == columns
+    # the filter is one MLflow accepts, and it keeps the trials only
+    found = client.search_runs([experiment_id], filter_string=state["searchFilter"])
+    assert len(found) == 3 and parent.info.run_id not in {run.info.run_id for run in found}

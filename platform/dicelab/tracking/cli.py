@@ -70,5 +70,6 @@ def _print_sweep_link(uri: str, base: str, name: str | None) -> None:
         return
     mark_training_experiment(client, experiment)  # so the UI opens on the runs, also for older stores
     metric = links.sweep_metric(client, experiment.experiment_id)
-    url = links.experiment_url(base, experiment.experiment_id, metric)
-    print(f"sweep {experiment.name!r}: {url}", flush=True)
+    params = links.swept_params(client, experiment.experiment_id)
+    url = links.trials_view_url(client, base, experiment.experiment_id, metric, params)
+    print(f"sweep {experiment.name!r}: {url}", flush=True)  # its trials, best first
