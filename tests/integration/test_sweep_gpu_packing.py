@@ -1,13 +1,13 @@
 """Fractional GPUs on a real two-node Ray cluster without a GPU: each node declares one (`ray start
---num-gpus=1`), and a sweep of 8 trials at `search.resources.gpu: 0.25` runs 4 at a time on each declared
-GPU. Each trial records the GPU id Ray gave it and its node; CUDA cannot see that GPU on this machine, so
-every trial trains on CPU and says so once (a tag on its run) instead of failing; the trials charge
-GPU-seconds for their reservation and the parent run sums them."""
+--num-gpus=1`), and a sweep of 8 trials at `search.resources.gpu: 0.25` runs 4 at a time on a declared
+GPU, never more. Each trial records the GPU id Ray gave it and its node; CUDA cannot see that GPU on this
+machine, so every trial trains on CPU and says so once (a tag on its run) instead of failing; the trials
+charge GPU-seconds for their reservation and the parent run sums them."""
 
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import pytest
 from mlflow.entities import Run
@@ -62,12 +62,15 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, own_ray_cluster
         per_gpu[(run.data.tags[RAY_NODE], run.data.tags.get(GPU_IDS, ""))].append(run)
     overlaps = {f"{node[:8]} GPU {gpu}": max_overlap(group) for (node, gpu), group in per_gpu.items()}
     print(f"gpu packing: sweep {seconds:.0f} s; most trials at once per GPU: {overlaps}")
+    addresses: dict[str, set[str]] = defaultdict(set)
     for run in runs:
         assert run.data.tags[RAY_NODE] in own_ray_cluster.node_ids
-        assert run.data.tags[NODE_IP] == "127.0.0.1"  # the address the node registered with
         assert run.data.tags[GPU_IDS] == "0"  # each node declares one GPU, id 0
-    assert Counter(len(group) for group in per_gpu.values()) == {4: 2}, per_gpu.keys()
-    assert set(overlaps.values()) == {4}, overlaps  # 4 at a time on each GPU, never more
+        addresses[run.data.tags[RAY_NODE]].add(run.data.tags[NODE_IP])
+    assert all(len(found) == 1 and "" not in found for found in addresses.values()), addresses
+    # Packed: 4 trials at once on a GPU, never more on any (Ray may place all 8 on one node's GPU in two
+    # waves of 4, as seen on a busy machine, or spread them over both nodes).
+    assert max(overlaps.values()) == 4 and sum(len(group) for group in per_gpu.values()) == TRIALS, overlaps
 
     # CUDA cannot see the declared GPU: each trial trained on CPU and said so, once.
     for run in runs:
