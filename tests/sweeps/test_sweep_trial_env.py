@@ -48,3 +48,23 @@ def test_a_driver_joining_with_auto_adds_only_what_its_job_does_not_set(monkeypa
     assert trial_env.missing_in_job() == {}  # `dicelab submit` set it: Ray refuses the same key twice
     monkeypatch.setenv(trial_env.JOB_CONFIG_VAR, json.dumps({"runtime_env": {"working_dir": "/x"}}))
     assert trial_env.missing_in_job() == TRIAL_ENV  # a job submitted without it
+
+
+def test_a_driver_joining_a_cluster_gives_its_trials_the_mlflow_login(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv(trial_env.JOB_CONFIG_VAR, raising=False)
+    for name in trial_env.MLFLOW_CLIENT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
+    login = trial_env.mlflow_client_env()
+    assert login == {
+        "MLFLOW_TRACKING_URI": "http://127.0.0.1:5000",
+        "MLFLOW_TRACKING_USERNAME": "alice",
+        "MLFLOW_TRACKING_PASSWORD": "s3cret",
+    }
+    assert trial_env.missing_in_job(login) == {**TRIAL_ENV, **login}
+    job = {"runtime_env": {"env_vars": {"MALLOC_ARENA_MAX": "1", **login}}}  # `dicelab submit`'s job
+    monkeypatch.setenv(trial_env.JOB_CONFIG_VAR, json.dumps(job))
+    assert trial_env.missing_in_job(login) == {}

@@ -7,6 +7,7 @@ import argparse
 from rich.console import Console
 
 from dicelab.analysis.analyze import analyze_experiment, race_test
+from dicelab.tracking.store import redact
 
 __all__ = ["add_arguments", "race_test", "run"]  # race_test: where the tests have always found it
 
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(report.decision))
     print(f"report: {report.html}  (and {report.markdown.name} beside it)")
     if report.logged_run_id:
-        where = "" if args.tracking_uri is None else f" --tracking-uri {runs.tracking_uri}"
+        where = "" if args.tracking_uri is None else f" --tracking-uri {redact(runs.tracking_uri)}"
         print(
             f"MLflow: run {report.logged_run_id}, Artifacts tab, report/  "
             f"(open it: dicelab ui --experiment {args.experiment}{where})"

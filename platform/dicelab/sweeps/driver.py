@@ -126,7 +126,8 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
     else:
-        missing = trial_env.missing_in_job()
+        # the trials log to the driver's MLflow server with its login, on every node of the cluster
+        missing = trial_env.missing_in_job(trial_env.mlflow_client_env())
         runtime_env: dict[str, Any] = {"env_vars": missing} if missing else {}
         if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
             runtime_env["py_modules"] = [dicelab]

@@ -42,16 +42,7 @@ EXCLUDES = [
     "*.pyc",
 ]
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-# The MLflow client settings of the submitting shell, set in the job so that trials on every node log to the
-# same server with the same login. They are part of the job's runtime environment, which anyone who can read
-# the cluster's dashboard can see: on a shared cluster set them on the nodes instead (see infra).
-FORWARDED_ENV = (
-    "MLFLOW_TRACKING_URI",
-    "MLFLOW_TRACKING_USERNAME",
-    "MLFLOW_TRACKING_PASSWORD",
-    "MLFLOW_TRACKING_TOKEN",
-    "MLFLOW_TRACKING_INSECURE_TLS",
-)
+FORWARDED_ENV = trial_env.MLFLOW_CLIENT_ENV  # the MLflow login travels with the job (see trial_env)
 
 
 class SubmitError(DicelabError):
@@ -96,7 +87,7 @@ def runtime_env(working_dir: Path) -> dict[str, Any]:
         "excludes": excludes,
         "py_modules": [str(package)],
     }
-    forwarded = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
+    forwarded = trial_env.mlflow_client_env()
     env["env_vars"] = trial_env.env_vars(forwarded)  # the job's driver and every worker of its trials
     return env
 

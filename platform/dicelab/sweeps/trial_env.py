@@ -19,6 +19,17 @@ import json
 import os
 
 TRIAL_ENV = {"MALLOC_ARENA_MAX": "1"}
+# The MLflow client settings of the driver's shell, given to the trials on a cluster (a sweep joining one with
+# --address, a job `dicelab submit` starts) so that trials on every node log to the same server with the same
+# login. A runtime env is visible to anyone who can read the cluster's dashboard: on a shared cluster set
+# them on the nodes instead (see the clusters docs).
+MLFLOW_CLIENT_ENV = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_INSECURE_TLS",
+)
 JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # Ray's: the config of the Ray job this driver runs in
 
 
@@ -37,10 +48,16 @@ def env_vars(given: dict[str, str] | None = None) -> dict[str, str]:
     return {**_wanted(), **(given or {})}
 
 
-def missing_in_job() -> dict[str, str]:
-    """For a driver joining a cluster: the trials' variables that the Ray job it runs in (if any: `dicelab
-    submit` sets them all) does not set. Ray refuses a driver's runtime env that sets a variable its job
-    sets too."""
+def mlflow_client_env() -> dict[str, str]:
+    """The MLflow client settings (MLFLOW_CLIENT_ENV) this process's environment sets."""
+    return {name: os.environ[name] for name in MLFLOW_CLIENT_ENV if os.environ.get(name)}
+
+
+def missing_in_job(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """For a driver joining a cluster: the trials' variables (and `extra` ones) that the Ray job it runs in
+    (if any: `dicelab submit` sets them all) does not set. Ray refuses a driver's runtime env that sets a
+    variable its job sets too."""
     job = json.loads(os.environ.get(JOB_CONFIG_VAR) or "{}")
     given = (job.get("runtime_env") or {}).get("env_vars") or {}
-    return {key: value for key, value in _wanted().items() if key not in given}
+    wanted = {**_wanted(), **(extra or {})}
+    return {key: value for key, value in wanted.items() if key not in given}
