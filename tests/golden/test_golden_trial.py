@@ -50,6 +50,7 @@ GOLDEN_CONFIG: dict[str, Any] = {
             "positive_rate": 0.3,
             "entity_density": 0.15,
             "unanswerable_rate": 0.0,
+            "unrelated_rate": 0.0,
             "seed": 11,
         },
         "variant": "original",
