@@ -50,5 +50,5 @@ def summary_paragraph(
         )
     cost = cost_of(arena_trials(trials, arena))
     if cost.trials:
-        said.append(f"Deciding this took {count(cost.trials, 'trial')} ({cost.text()}).")
+        said.append(f"Running it took {count(cost.trials, 'trial')} ({cost.text()}).")
     return " ".join([*said, look]).replace("`", "")
