@@ -279,6 +279,10 @@ def test_optuna_probe_points_cover_every_value_and_both_bounds():
         ({"spaces": ["tversky_alpha", "focal_gamma"]}, "search.spaces[1]"),
         ({"space": {"loss.name": {"grid": ["ce"]}}, "conditional": {"dsc": {}}}, "search.conditional.dsc"),
         ({"conditional": {"dsc": {"space": {"loss.name": {"grid": ["ce"]}}}}}, "search.conditional.dsc"),
+        (  # found by the catalogue fuzz test: a nested value where a loss name belongs
+            {"space": {"loss.name": {"grid": [{"value": "ce"}, "dsc"]}}, "conditional": {"dsc": {}}},
+            "search.space.loss.name",
+        ),
         ({"space": {"lossalpha": {"grid": [1]}}}, "search.space.lossalpha"),
         ({"space": {"search.seed": {"grid": [1]}}}, "search.space.search.seed"),
         (

@@ -3,6 +3,8 @@ given back at the end, and the CPU fallback of a trial given a GPU that CUDA can
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from mlflow import MlflowClient
@@ -100,6 +102,8 @@ def test_on_cuda_the_meter_resets_and_reads_the_peak_and_the_end_empties_the_cac
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: calls.append(f"reset {device}"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 1536 * 2**20)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    properties = SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: properties)
     gpu = torch.device("cuda", 0)
 
     meter = ResourceMeter(gpu, TrialResources(gpu_fraction=0.5))
@@ -109,6 +113,7 @@ def test_on_cuda_the_meter_resets_and_reads_the_peak_and_the_end_empties_the_cac
 
     assert calls == ["reset cuda:0", "empty_cache"]
     assert metrics[names.GPU_PEAK_MEMORY_MB] == 1536.0
+    assert metrics[names.GPU_TOTAL_MEMORY_MB] == 80 * 1024.0
     assert metrics[names.COST_GPU_SECONDS] == pytest.approx(0.5 * metrics[names.COST_WALL_SECONDS])
     assert "peak GPU memory 1536 MiB" in usage_line(metrics)
 

@@ -167,6 +167,9 @@ def _branches(search: SearchConfig) -> tuple[tuple[Branch, ...], Dimension | Non
         raise ConfigError(f"search.space.{LOSS_KEY}: the loss must be a grid or choice list, not a range")
     else:
         losses = list(loss_dimension.values)
+        for name in losses:
+            if not isinstance(name, str):
+                raise ConfigError(f"search.space.{LOSS_KEY}: each value must be a loss name, got {name!r}")
         missing = [name for name in search.conditional if name not in losses]
         if missing:
             raise ConfigError(
