@@ -9,9 +9,9 @@
   starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui` or
   `dicelab sweep|submit|ui` fails at once, telling its author how to mark it.
 
-`make test` runs the tiers on two pytest-xdist workers with `--dist loadgroup`: every integration test is in
-one xdist group, so they run one after the other on one worker and share its Ray cluster and MLflow server
-(session fixtures are per worker), while the other worker runs the rest.
+`make test` runs the tests that start nothing on two pytest-xdist workers, then the integration tests in one
+process, alone on the machine, where they share its Ray cluster and MLflow server (session fixtures). Every
+integration test is also in one xdist group, so a `-n 2 --dist loadgroup` run keeps them on one worker.
 """
 
 from __future__ import annotations
