@@ -96,7 +96,7 @@ def _pages(client: MlflowClient, experiment_id: str) -> dict[str, str]:
         "runs": runs,
         "chart": f"{runs}&compareRunsMode=CHART",
         "report": f"#/experiments/{experiment_id}/runs/{parent.info.run_id}/artifactPath/"
-        f"{names.REPORT_DIR}/report.html",
+        f"{names.REPORT_DIR}/report.html?{links.TRAINING_VIEW}",  # as training, not a GenAI evaluation
     }
     if best:
         pages["trial"] = links.run_url("", experiment_id, best[0].info.run_id).lstrip("/")
