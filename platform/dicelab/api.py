@@ -237,8 +237,10 @@ def analyze(
     detect: float | None = None,
     test: Literal["permutation", "t"] | None = None,
     log_to_mlflow: bool = True,
+    all_sweeps: bool = False,
 ) -> Report:
-    """Write the experiment's report (as `dicelab analyze`) and return it: `report.decision` (lines),
+    """Write the experiment's report (as `dicelab analyze`: its newest sweep, or every sweep pooled with
+    `all_sweeps=True`, or `sweep_ids`) and return it: `report.decision` (lines),
     `report.html`, `report.markdown`, `report.files` (figures and CSVs)."""
     from dicelab.analysis.analyze import analyze_experiment
 
@@ -256,6 +258,7 @@ def analyze(
         detect=detect,
         test=test,
         log_to_mlflow=log_to_mlflow,
+        all_sweeps=all_sweeps,
     )
     return report
 
@@ -352,15 +355,18 @@ def _silent() -> Console:
 
 def _decision_lines(runs: Any) -> list[str]:
     """The analysis's Decision section, as `dicelab analyze` prints it (no report written)."""
-    from dicelab.analysis import AnalysisOptions, decisions
+    from dicelab.analysis import AnalysisOptions
     from dicelab.analysis.analyze import race_test
+    from dicelab.analysis.comparisons import decisions_from_observations
     from dicelab.analysis.decision import decision_lines
+    from dicelab.analysis.observations import observations
     from dicelab.analysis.race import race_records
 
     if runs.trials.empty:
         return []
     options = AnalysisOptions(test=race_test(runs) or "permutation")  # type: ignore[arg-type]
-    return decision_lines(decisions(runs, options), race_records(runs), options)
+    obs = observations(runs, options)  # per trial: the Decision's cost lines read it, as the report's do
+    return decision_lines(decisions_from_observations(obs, runs, options), race_records(runs), options, obs)
 
 
 def _number(value: float | None) -> str:
