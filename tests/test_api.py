@@ -5,6 +5,7 @@ winner's best dev metric; a warm-started sweep runs that winner first; errors ar
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -49,16 +50,27 @@ TINY: dict[str, Any] = {
 }
 
 
-# Ray's session files of every sweep here: a short path, so its socket paths stay under 107 characters.
-RAY_DIR = Path(tempfile.mkdtemp(prefix="dl-api-", dir="/tmp"))
+@functools.cache
+def session_files_dir() -> Path:
+    """Ray's session files of every sweep here: a short path, so its socket paths stay under 107
+    characters; made when a sweep first needs it, not when the module is collected."""
+    return Path(tempfile.mkdtemp(prefix="dl-api-", dir="/tmp"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_session_files() -> Iterator[None]:
+    yield
+    if session_files_dir.cache_info().currsize:
+        shutil.rmtree(session_files_dir(), ignore_errors=True)
 
 
 @contextlib.contextmanager
 def working_dir(path: Path) -> Iterator[None]:
-    """The sweep's .dicelab/ (Tune results, checkpoints) goes under `path`, Ray's session files to RAY_DIR."""
+    """The sweep's .dicelab/ (Tune results, checkpoints) goes under `path`, Ray's session files to
+    session_files_dir()."""
     previous, tmpdir = Path.cwd(), os.environ.get("RAY_TMPDIR")
     os.chdir(path)
-    os.environ["RAY_TMPDIR"] = str(RAY_DIR)
+    os.environ["RAY_TMPDIR"] = str(session_files_dir())
     try:
         yield
     finally:
@@ -80,7 +92,6 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with working_dir(directory), contextlib.redirect_stdout(printed):
         result = dicelab.sweep(config, tracking_uri=uri, progress=lines.append)
     yield {"result": result, "uri": uri, "dir": directory, "lines": lines, "printed": printed.getvalue()}
-    shutil.rmtree(RAY_DIR, ignore_errors=True)
 
 
 def test_a_sweep_returns_its_runs_decision_winner_and_cost(swept):
