@@ -272,7 +272,8 @@ def export(
 ) -> str:
     """The experiment's winner as a runnable trial config (YAML text, as `dicelab export`); written to
     `out` too when given."""
-    from dicelab.analysis.export import find_winner, winner_config, write_atomically
+    from dicelab.analysis.export import find_winner, winner_config
+    from dicelab.files import write_atomically
 
     text = winner_config(find_winner(experiment, tracking_uri, sweep_id=sweep_id))
     if out is not None:

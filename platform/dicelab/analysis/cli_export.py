@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dicelab.analysis.export import find_winner, winner_config, write_atomically
+from dicelab.analysis.export import find_winner, winner_config
+from dicelab.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

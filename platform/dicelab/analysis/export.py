@@ -9,7 +9,6 @@ to the same metrics) and `dicelab sweep best.yaml` with `search: {seeds: [...]}`
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,16 +151,3 @@ def winner_config(winner: Winner) -> str:
         "# `dicelab sweep`, add:  search: {seeds: [1, 2, 3, 4, 5]}",
     ]
     return "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """The file appears whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise

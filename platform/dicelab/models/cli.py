@@ -11,14 +11,12 @@ or input.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from dicelab.errors import DataError, TrackingError
+from dicelab.files import write_atomically
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner")
 
@@ -56,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(lines)
         return 0
-    _write_atomically(Path(args.out), lines)
+    write_atomically(Path(args.out), lines)
     if not args.quiet:
         print(f"{len(records)} predictions -> {args.out}", file=sys.stderr)
     return 0
@@ -74,17 +72,3 @@ def _store(model: str, cli_uri: str | None) -> str | None:
     if uri.startswith(SQLITE_PREFIX) and not sqlite_path(uri).is_file():
         raise TrackingError(f"model {model}: no MLflow store at {sqlite_path(uri)} (give --tracking-uri)")
     return uri
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """All of it or nothing: a temporary file beside `path`, renamed over it once written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
