@@ -253,7 +253,7 @@ def test_analyze_judges_a_raced_sweep_by_the_race_test():
 
     import pandas as pd
 
-    from dicelab.analysis.cli import race_test
+    from dicelab.analysis.analyze import race_test
 
     parents = pd.DataFrame(
         {"experiment": ["raced", "other"], "race_test": ["t", "permutation"], "run_id": ["a", "b"]}

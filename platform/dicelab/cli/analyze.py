@@ -6,10 +6,8 @@ import argparse
 
 from rich.console import Console
 
-from dicelab.analysis.analyze import analyze_experiment, race_test
+from dicelab.analysis.analyze import analyze_experiment
 from dicelab.tracking.store import redact
-
-__all__ = ["add_arguments", "race_test", "run"]  # race_test: where the tests have always found it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

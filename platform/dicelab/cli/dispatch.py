@@ -1,4 +1,7 @@
-"""The `dicelab` command. Each sub-command lives in the package that owns it.
+"""The `dicelab` command: its table of sub-commands and the dispatch to them.
+
+Each sub-command is one module of this package, named after the command (`dicelab trial` ->
+`dicelab.cli.trial`); the commands sit on top of every other layer, so they may import any of them.
 
 A sub-command module exposes `add_arguments(parser)` and `run(args) -> int`; it is imported only when
 its command runs, so `dicelab --help` stays fast and a broken optional dependency hits only its command.
@@ -10,28 +13,27 @@ import argparse
 import importlib
 import sys
 
+import dicelab
 from dicelab.errors import DicelabError
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "trial": ("dicelab.training.cli", "run one trial locally, without Ray"),
-    "sweep": ("dicelab.sweeps.cli_sweep", "run a sweep on local Ray or a Ray cluster"),
-    "submit": ("dicelab.sweeps.cli_submit", "submit a sweep to a Ray cluster as a Ray Job"),
-    "resample": ("dicelab.data.resampling.cli", "build a resampled training set (Table 8 variants)"),
-    "analyze": ("dicelab.analysis.cli", "sensitivity curves, ablation tables and a report from MLflow"),
-    "export": ("dicelab.analysis.cli_export", "a sweep's winning configuration as a trial config"),
-    "ui": ("dicelab.tracking.cli", "start the MLflow UI on the configured store"),
-    "losses": ("dicelab.losses.cli", "loss utilities (plot: the paper's Figure 1)"),
-    "validate": ("dicelab.config.cli", "load and validate configs without running them"),
-    "predict": ("dicelab.models.cli", "predict with a saved model (models:/, runs:/ or a directory)"),
+    "trial": ("dicelab.cli.trial", "run one trial locally, without Ray"),
+    "sweep": ("dicelab.cli.sweep", "run a sweep on local Ray or a Ray cluster"),
+    "submit": ("dicelab.cli.submit", "submit a sweep to a Ray cluster as a Ray Job"),
+    "resample": ("dicelab.cli.resample", "build a resampled training set (Table 8 variants)"),
+    "analyze": ("dicelab.cli.analyze", "sensitivity curves, ablation tables and a report from MLflow"),
+    "export": ("dicelab.cli.export", "a sweep's winning configuration as a trial config"),
+    "ui": ("dicelab.cli.ui", "start the MLflow UI on the configured store"),
+    "losses": ("dicelab.cli.losses", "loss utilities (plot: the paper's Figure 1)"),
+    "validate": ("dicelab.cli.validate", "load and validate configs without running them"),
+    "predict": ("dicelab.cli.predict", "predict with a saved model (models:/, runs:/ or a directory)"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dicelab", description=__doc__.splitlines()[0])
-    from dicelab import __version__
-
-    parser.add_argument("--version", action="version", version=f"dicelab {__version__}")
+    parser = argparse.ArgumentParser(prog="dicelab", description=dicelab.__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"dicelab {dicelab.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
@@ -60,6 +62,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dicelab {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())
