@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from dicelab.losses.base import build_loss
+from dicelab.losses.registry import build_loss
 
 FIGURE_NAME = "figure1_loss_derivatives.png"
 

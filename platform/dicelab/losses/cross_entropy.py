@@ -13,7 +13,8 @@ from torch import Tensor
 from dicelab.errors import ConfigError
 from dicelab.losses import _checks
 from dicelab.losses._inputs import LossInputs, class_weights, compute_precision, prepare
-from dicelab.losses.base import LOSSES, Loss
+from dicelab.losses.base import Loss
+from dicelab.losses.registry import LOSSES
 
 
 def cross_entropy(logits: Tensor, target: Tensor, *, ignore_index: int = -100) -> Tensor:

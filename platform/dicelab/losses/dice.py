@@ -31,7 +31,8 @@ from dicelab.losses._inputs import (
     prepare,
     underflowed_rows,
 )
-from dicelab.losses.base import LOSSES, Loss
+from dicelab.losses.base import Loss
+from dicelab.losses.registry import LOSSES
 
 
 def dice_loss(

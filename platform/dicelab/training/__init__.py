@@ -6,8 +6,9 @@
 Reporters: `dicelab.training.reporters` (ConsoleReporter, MlflowReporter); the contract is
 `dicelab.training.reporter` (Reporter, Evaluation, TrialResult).
 
-The names are imported on first use (PEP 562): `dicelab trial --help` and a config error import
-`dicelab.training.cli`, hence this package, and must not wait for torch and transformers.
+The names are imported on first use (PEP 562): importing any `dicelab.training` module runs this file first,
+and `dicelab trial --help` or a config error (`dicelab.cli.trial` needs `TrialResult`) must not wait for torch
+and transformers.
 """
 
 from __future__ import annotations
