@@ -61,4 +61,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dicelab {args.command}: interrupted", file=sys.stderr)
         return 130
-
