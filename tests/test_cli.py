@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dicelab.cli import dispatch
+
 DICELAB = [sys.executable, "-m", "dicelab.cli"]
 
 
@@ -21,6 +23,14 @@ def test_help_lists_every_command() -> None:
     assert result.returncode == 0
     for command in ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate"):
         assert command in result.stdout
+
+
+def test_every_command_is_one_module_of_the_cli_package() -> None:
+    package = Path(dispatch.__file__).parent
+    modules = {path.stem for path in package.glob("*.py")} - {"__init__", "__main__", "dispatch"}
+    assert {name: module for name, (module, _) in dispatch.COMMANDS.items()} == {
+        name: f"dicelab.cli.{name}" for name in sorted(modules)
+    }
 
 
 def test_validate_accepts_a_good_config(tmp_path: Path) -> None:
@@ -58,7 +68,7 @@ except SystemExit as stop:
     code = stop.code
 print(json.dumps({{"code": code, "heavy": [name for name in {HEAVY!r} if name in sys.modules]}}))
 """
-COMMANDS = ("trial", "sweep", "submit", "resample", "analyze", "ui", "losses", "validate", "predict")
+COMMANDS = tuple(dispatch.COMMANDS)
 
 
 def probe(*args: str, cwd: Path | None = None) -> dict:
