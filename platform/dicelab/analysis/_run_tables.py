@@ -4,7 +4,9 @@
   MLflow's SQLAlchemy table definitions. `search_runs` builds an ORM object per param, tag and metric,
   which grows slow at thousands of runs (docs/performance.md has the figures); four flat queries do not.
   A test checks that both sources give the same tables.
-- any other store (an `http://` tracking server): `MlflowClient.search_runs`, page by page.
+- any other store (an `http://` tracking server): `MlflowClient.search_runs`, page by page; metric
+  histories with the REST API's `metrics/get-history-bulk-interval`, 100 runs a request (a request per run
+  made the histories the largest part of analysing a large sweep over HTTP; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ from mlflow.exceptions import MlflowException
 from mlflow.store.db.db_types import DATABASE_ENGINES
 from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
 from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import get_default_host_creds
+from mlflow.utils.rest_utils import http_request, verify_rest_response
 
 from dicelab.errors import TrackingError, first_line
 
 PAGE_SIZE = 10_000  # runs per search_runs page (the SQLite store accepts up to 50,000)
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
+_HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
+_RUN_IDS_PER_REQUEST = 100  # the server's limit for that endpoint
+# Its limit of points per run and metric: a longer history comes back evenly sampled, first and last kept
+# (training curves have a point per evaluation, far fewer).
+_POINTS_PER_RUN = 2500
 
 
 @dataclass
@@ -72,13 +81,21 @@ def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
 
 
 def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd.DataFrame:
+    creds = get_default_host_creds(client.tracking_uri)
     rows = []
-    for run_id in run_ids:
+    for chunk in _chunks(run_ids, _RUN_IDS_PER_REQUEST):
         try:
-            points = client.get_metric_history(run_id, key)
+            response = http_request(
+                creds,
+                _HISTORY_ENDPOINT,
+                "GET",
+                params={"run_ids": list(chunk), "metric_key": key, "max_results": _POINTS_PER_RUN},
+            )
+            points = verify_rest_response(response, _HISTORY_ENDPOINT).json().get("metrics", [])
         except MlflowException as error:
-            raise TrackingError(f"cannot read {key} of run {run_id}: {error}") from None
-        rows += [(run_id, point.step, point.value) for point in points]
+            raise TrackingError(f"cannot read {key} of {len(chunk)} runs: {first_line(error)}") from None
+        # the JSON writes NaN and infinities as strings ("NaN", "Infinity"), which float() reads
+        rows += [(point["run_id"], int(point.get("step", 0)), float(point["value"])) for point in points]
     return pd.DataFrame(rows, columns=["run_id", "step", "value"])
 
 
@@ -147,9 +164,9 @@ def _nan_where_flagged(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(value=frame["value"].where(~frame["is_nan"].astype(bool), math.nan))
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), _RUN_IDS_PER_QUERY):
-        yield items[start : start + _RUN_IDS_PER_QUERY]
+def _chunks(items: Sequence[str], size: int = _RUN_IDS_PER_QUERY) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 @contextlib.contextmanager

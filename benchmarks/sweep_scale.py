@@ -1,0 +1,289 @@
+"""The sweep's own costs at scale: a sweep of N trials that train nothing, on local Ray, against the embedded
+SQLite store and against the PostgreSQL team server, at several N (default 100 and 1,000).
+
+    .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server] [--out r.json]
+    .venv/bin/python benchmarks/sweep_scale.py --quick        # 12 trials against SQLite: a smoke run
+
+Each sweep is the real `dicelab sweep` driver (`dicelab.sweeps.driver.execute_sweep`, in its own process):
+the config checks, the parent run, the shared inputs, Tune with its callbacks (TrialRecords, SweepView,
+StateKeeper), a seed race over N/2 configurations (`loss.gamma`) x 2 seeds, and each trial's real path
+(`tune_trial`: its MLflow child run found or created, params and tags, TrialReporter -> MlflowReporter +
+TuneReporter, the run's lifecycle). Only the training is replaced: the trial's `run_trial` reports three
+evaluations of made-up metrics and ends, in milliseconds. What is measured, in the driver's process:
+- driver CPU per trial: the process's CPU time from launch to the end of the sweep, over N;
+- trial end -> result recorded: from the trial's last evaluation (its wall time, carried in its last Tune
+  result) to the end of the driver's TrialRecords.on_trial_complete (the outcome read back from MLflow);
+  p50 / p95 over the trials;
+- searcher / racing: the RaceSearcher's suggest + on_trial_result + on_trial_complete + save, per trial;
+- Tune experiment-state saves (TuneController.save_to_dir): how many, and their seconds;
+- callbacks: TrialRecords and SweepView, seconds per trial.
+The growth of each cost from one N to the next is printed as (cost_large / cost_small) / (N_large / N_small)
+for totals (1.0 = linear) and cost_large / cost_small for per-trial costs (1.0 = constant per trial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dicelab.training.reporter import Evaluation, TrialResult
+
+EVALUATIONS = 3
+END_KEY = "bench_end_s"  # the trial's last evaluation's wall time, in its Tune results
+
+
+def null_run_trial(config: Any, reporter: Any, **_: Any) -> TrialResult:
+    """In place of `run_trial` in the trial's worker: start, three evaluations, end; no model, no data."""
+    metric = config.train.metric
+    reporter.on_start(
+        config,
+        {"steps_total": EVALUATIONS, "metric": metric, "data_fingerprint": "null", "train_examples": 0},
+    )
+    # made-up scores, the same for every configuration up to a per-seed offset: the race stays undecided
+    score = 0.6 + 0.01 * (int(config.train.seed) % 5)
+    best: dict[str, float] = {}
+    for step in range(1, EVALUATIONS + 1):
+        metrics = {metric: score + 0.01 * step, "precision": 0.5, "recall": 0.5}
+        best = dict(metrics)
+        train = {"train_loss": 1.0 / step, END_KEY: time.time()}
+        evaluation = Evaluation(
+            step=step, epoch=float(step), metrics=metrics, is_best=True, state=dict, train_metrics=train
+        )
+        reporter.on_evaluation(evaluation)
+    result = TrialResult(
+        "completed", metric, final_metrics=best, best_metrics=best, best_step=EVALUATIONS, steps=EVALUATIONS
+    )
+    reporter.on_end(result)
+    return result
+
+
+def null_tune_trial(tune_config: dict[str, Any], **bound: Any) -> None:
+    """What Tune runs (pickled by value with this script): dicelab's trial function, its training replaced."""
+    import dicelab.sweeps.trainable as trainable
+
+    trainable.run_trial = null_run_trial
+    trainable.tune_trial(tune_config, **bound)
+
+
+# -- in the sweep's process ---------------------------------------------------------------------------------
+
+
+class Meter:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.recorded: list[float] = []  # trial end -> recorded, seconds
+
+    @contextlib.contextmanager
+    def wrap(
+        self, owner: Any, attribute: str, name: str, after: Callable[..., None] | None = None
+    ) -> Iterator:
+        original = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            begin = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - begin
+                self.calls[name] = self.calls.get(name, 0) + 1
+                if after is not None:
+                    after(*args, **kwargs)
+
+        setattr(owner, attribute, timed)
+        try:
+            yield
+        finally:
+            setattr(owner, attribute, original)
+
+
+def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
+    """One sweep in this process, with the driver's costs metered."""
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    from ray.tune.execution.tune_controller import TuneController
+
+    import dicelab.sweeps.tuning as tuning
+    from dicelab.sweeps.callbacks import SweepView, TrialRecords
+    from dicelab.sweeps.driver import SweepOptions, execute_sweep
+    from dicelab.sweeps.race_searcher import RaceSearcher
+    from dicelab.sweeps.tune_storage import StateKeeper
+
+    meter = Meter()
+
+    def recorded(self: Any, iteration: int, trials: Any, trial: Any, **info: Any) -> None:
+        ended = (trial.last_result or {}).get(END_KEY)
+        if ended is not None:
+            meter.recorded.append(time.time() - ended)
+
+    with contextlib.ExitStack() as stack:
+        stack.callback(setattr, tuning, "tune_trial", tuning.tune_trial)
+        tuning.tune_trial = null_tune_trial  # the trainable Tune gets (tuning.trainable reads this name)
+        stack.enter_context(meter.wrap(TuneController, "save_to_dir", "state_saves"))
+        for method in ("suggest", "on_trial_result", "on_trial_complete", "save"):
+            stack.enter_context(meter.wrap(RaceSearcher, method, "searcher"))
+        stack.enter_context(meter.wrap(TrialRecords, "on_trial_complete", "records", after=recorded))
+        for method in ("on_trial_start", "on_trial_result", "on_trial_complete", "on_step_end"):
+            stack.enter_context(meter.wrap(SweepView, method, "view"))
+        for method in ("on_step_begin", "on_step_end"):
+            stack.enter_context(meter.wrap(StateKeeper, method, "state_keeper"))
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            outcome = execute_sweep(SweepOptions(config=config_path, tracking_uri=tracking_uri))
+    cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([outcome.experiment_id], max_results=50_000)
+    trials = [run for run in runs if run.data.tags.get("dicelab.role") == "trial"]
+    finished = sum(run.info.status == "FINISHED" for run in trials)
+    n = max(len(trials), 1)
+    recorded_ms = sorted(1000 * value for value in meter.recorded)
+    return {
+        "exit_code": outcome.exit_code,
+        "trials": len(trials),
+        "trials_finished": finished,
+        "wall_s": round(wall, 1),
+        "driver_cpu_s": round(cpu, 1),
+        "driver_cpu_ms_per_trial": round(1000 * cpu / n, 1),
+        "recorded_p50_ms": round(statistics.median(recorded_ms), 1) if recorded_ms else None,
+        "recorded_p95_ms": round(recorded_ms[int(0.95 * (len(recorded_ms) - 1))], 1) if recorded_ms else None,
+        "searcher_ms_per_trial": round(1000 * meter.seconds.get("searcher", 0.0) / n, 2),
+        "records_ms_per_trial": round(1000 * meter.seconds.get("records", 0.0) / n, 2),
+        "view_ms_per_trial": round(1000 * meter.seconds.get("view", 0.0) / n, 2),
+        "state_keeper_ms_per_trial": round(1000 * meter.seconds.get("state_keeper", 0.0) / n, 2),
+        "state_saves": meter.calls.get("state_saves", 0),
+        "state_saves_s": round(meter.seconds.get("state_saves", 0.0), 2),
+        "state_save_ms_each": round(
+            1000 * meter.seconds.get("state_saves", 0.0) / max(meter.calls.get("state_saves", 0), 1), 1
+        ),
+    }
+
+
+# -- the benchmark ------------------------------------------------------------------------------------------
+
+
+def sweep_config(trials: int, storage: Path) -> dict[str, Any]:
+    """A race of trials/2 configurations x 2 seeds (min = max: every configuration runs both seeds)."""
+    configurations = max(1, trials // 2)
+    return {
+        "name": f"sweep-scale-{trials}",
+        "data": {"source": "synthetic_pairs", "synthetic": {"n_train": 64, "n_dev": 32}, "max_length": 32},
+        "model": {"backbone": "tiny-bert"},
+        "loss": {"name": "focal"},
+        "train": {"epochs": 1, "batch_size": 16, "metric": "f1"},
+        "tracking": {"log_predictions": False},
+        "search": {
+            "algorithm": "grid",
+            "space": {"loss.gamma": {"grid": [round(0.01 * i, 2) for i in range(configurations)]}},
+            "racing": {"min_seeds": 2, "max_seeds": 2, "test": "t"},
+            "resources": {"cpu": 1},
+            "max_concurrent": 2,
+            "storage": str(storage),
+        },
+    }
+
+
+def measure(trials: int, backend: str, tracking_uri: str, scratch: Path, environment: dict[str, str]) -> dict:
+    directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
+    config = directory / "sweep.yaml"
+    config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results")))
+    command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=environment, cwd=directory, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the {trials}-trial sweep against {backend} failed:\n{done.stderr[-4000:]}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"backend": backend, "n": trials, **row}
+
+
+def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per backend, from each N to the next: totals over N's ratio (1.0 linear), per-trial costs' ratio."""
+    totals = ("wall_s", "driver_cpu_s", "state_saves", "state_saves_s")
+    per_trial = (
+        "driver_cpu_ms_per_trial",
+        "recorded_p50_ms",
+        "recorded_p95_ms",
+        "searcher_ms_per_trial",
+        "records_ms_per_trial",
+        "view_ms_per_trial",
+        "state_save_ms_each",
+    )
+    out: dict[str, dict[str, float]] = {}
+    for backend in sorted({row["backend"] for row in rows}):
+        own = sorted((row for row in rows if row["backend"] == backend), key=lambda row: row["n"])
+        for small, large in itertools.pairwise(own):
+            scale = large["n"] / small["n"]
+            ratios = {key: (large[key] or 0) / max(small[key] or 0, 1e-9) / scale for key in totals}
+            ratios |= {key: (large[key] or 0) / max(small[key] or 0, 1e-9) for key in per_trial}
+            out[f"{backend} {small['n']}->{large['n']}"] = {key: round(v, 2) for key, v in ratios.items()}
+    return out
+
+
+@contextlib.contextmanager
+def backends(names: list[str], scratch: Path) -> Iterator[dict[str, tuple[str, dict[str, str]]]]:
+    """name -> (tracking URI, the sweep process's environment); the team server runs for the block."""
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("MLFLOW_", "RAY_"))}
+    base |= {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    chosen: dict[str, tuple[str, dict[str, str]]] = {}
+    if "sqlite" in names:
+        chosen["sqlite"] = (f"sqlite:///{scratch / 'mlflow.db'}", base)
+    if "server" not in names:
+        yield chosen
+        return
+    from dicelab.tracking import team_server
+
+    password = secrets.token_urlsafe(18)
+    server_dir = Path(tempfile.mkdtemp(prefix="dl-sweep-scale-db-", dir="/tmp"))  # the postgres user's reach
+    with team_server.running(server_dir, ("admin", password)) as server:
+        login = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": password}
+        chosen["server"] = (server.tracking_uri, {**base, **server.client_environment(), **login})
+        yield chosen
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--backends", nargs="+", choices=["sqlite", "server"], default=["sqlite", "server"])
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--quick", action="store_true", help="12 trials against SQLite: a smoke run")
+    parser.add_argument("--worker", nargs=2, metavar=("CONFIG", "URI"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(run_one(*args.worker)), flush=True)
+        return 0
+    if args.quick:
+        args.trials, args.backends = [12], ["sqlite"]
+    figures: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="dl-sweep-scale-") as scratch,
+        backends(args.backends, Path(scratch)) as uris,
+    ):
+        for trials in args.trials:
+            for backend, (uri, environment) in uris.items():
+                row = measure(trials, backend, uri, Path(scratch), environment)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    figures |= {"rows": rows, "growth": growth(rows), "load_average_after": os.getloadavg()}
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures["growth"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
