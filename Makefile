@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 
-.PHONY: demo check test lint docs install clean
+.PHONY: demo check test integration lint docs install clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,9 +23,11 @@ demo: $(STAMP)
 
 # Test tiers (docs/development.md). `make check`: lint, import contracts and the unit tier (no Ray, no server
 # process), on two xdist workers. `make test`: everything, what CI runs: the tests that start no Ray and no
-# server on two xdist workers, then the integration tests one after another in one process (sharing its Ray
-# cluster and servers), alone on the machine: Ray's fixed start-up waits time out on a busy 2-core machine.
+# server on two xdist workers, then the integration tests on two workers a file at a time (a file's tests
+# share one worker's Ray cluster and servers), the longest files first (tests/conftest.py LONGEST_FIRST).
+# `make integration`: that second step alone.
 PYTEST_WORKERS ?= 2
+INTEGRATION := -m integration -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 check: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
@@ -36,7 +38,10 @@ test: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not integration"
-	$(BIN)/python -m pytest -q -m integration
+	$(BIN)/python -m pytest -q $(INTEGRATION)
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest -q $(INTEGRATION)
 
 lint: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra

@@ -30,6 +30,36 @@ STARTS_PROCESSES = frozenset({"sweep_tools"})
 STARTS_BY_NAME = re.compile(r"(?:^|_)(?:ray|cluster|server)(?:_|$)")
 INTEGRATION_DIRS = (TESTS / "integration",)
 INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
+# The longest files of the integration tier first, the longest first (times in docs/development.md): two
+# xdist workers taking files in this order (`--dist loadfile --no-loadscope-reorder`, as `make test` does)
+# end close together instead of one starting a long file when the other is done. Every other file keeps its
+# place after these. Only the order: a file missing here runs all the same.
+LONGEST_FIRST = (
+    "integration/test_sweep_cluster.py",
+    "integration/test_team_server_load.py",
+    "integration/faults/test_fault_disk_full.py",
+    "integration/faults/test_fault_driver.py",
+    "integration/test_sweep_local.py",
+    "test_api.py",
+    "integration/test_sweep_gpu_packing.py",
+    "integration/faults/test_fault_checkpoint_disk.py",
+    "test_notebook_quickstart.py",
+    "integration/faults/test_fault_node.py",
+    "tracking/test_team_server.py",
+    "infra/test_infra_local_cluster.py",
+    "integration/faults/test_fault_mlflow.py",
+    "integration/faults/test_fault_cache.py",
+)
+# Ray's start-up waits, raised for a 2-core machine running two test workers (and other work) at once: the
+# head's GCS port file (30 s by default), connecting to the GCS (20 tries of about 1 s), a core worker
+# waiting for its raylet, a new worker process registering with the raylet (60 s). Only waits: a start-up that
+# fails still fails, later.
+RAY_START_UP_WAITS = {
+    "RAY_gcs_server_port_wait_time_s": "120",
+    "RAY_NUM_REDIS_GET_RETRIES": "120",
+    "RAY_raylet_start_wait_time_s": "120",
+    "RAY_worker_register_timeout_seconds": "180",
+}
 
 
 def starts_processes(fixture_names: list[str]) -> list[str]:
@@ -46,16 +76,32 @@ def pytest_configure(config: pytest.Config) -> None:
     # The MLflow servers tests start run without MLflow's GenAI job runner, as `dicelab ui` and the compose
     # file do (each server would otherwise bring seven huey_consumer processes of ~257 MB).
     os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    for key, value in RAY_START_UP_WAITS.items():  # a local Ray a test starts in process or in a kernel
+        os.environ.setdefault(key, value)
     # Every process a test starts goes through Popen (Ray's gcs_server and raylet included): see below.
     subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
 
 
+def run_order(item: pytest.Item) -> int:
+    """Where `item`'s file comes in LONGEST_FIRST (every test of a file alike, so a file stays together)."""
+    path = Path(str(item.path)).resolve()
+    name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=run_order)  # stable: the rest keep their order
     for item in items:
         if _in_integration_dir(item) or starts_processes(list(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("integration") is not None:
             item.add_marker(pytest.mark.xdist_group(INTEGRATION_GROUP))
+
+
+@pytest.fixture(scope="session")
+def start_up_waits() -> dict[str, str]:
+    """RAY_START_UP_WAITS, for the environment of the processes integration tests start."""
+    return dict(RAY_START_UP_WAITS)
 
 
 # -- the unit tier starts no process of Ray or a server ------------------------------------------------------

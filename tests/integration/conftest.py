@@ -116,12 +116,14 @@ def session_dir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def ray_env(session_dir: Path) -> dict[str, str]:
-    """Environment of every process of these tests: the cluster's token auth, this venv first on PATH."""
+def ray_env(session_dir: Path, start_up_waits: dict[str, str]) -> dict[str, str]:
+    """Environment of every process of these tests: the cluster's token auth, Ray's start-up waits of a busy
+    machine (tests/conftest.py), this venv first on PATH."""
     token = session_dir / "auth_token"
     token.write_text(secrets.token_hex(32))
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "MLFLOW_"))}
     env.update(
+        start_up_waits,
         RAY_AUTH_MODE="token",
         RAY_AUTH_TOKEN_PATH=str(token),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
@@ -201,6 +203,28 @@ def _started(node: Process) -> bool:
     return b"Ray runtime started" in node.log.read_bytes()
 
 
+RAY_START_TIMED_OUT = b"timed out during startup"  # `ray start`'s raylet missed its fixed 30 s to register
+
+
+def start_ray_node(name: str, args: list[str], env: dict[str, str], directory: Path) -> Process:
+    """`ray start ARGS` of one node, waited for until it says it started. Its raylet has a fixed 30 s to
+    register with the GCS, which two test workers starting Ray at once on 2 cores can miss: a node that
+    exits saying so is stopped and started once more (its first log kept as NAME-1.log); any other exit
+    fails at once."""
+    for attempt in (1, 2):
+        node = start(name, args, env, directory)
+        try:
+            wait_until(lambda: _started(node), 180, f"the {name} node to start", node)  # noqa: B023
+            return node
+        except BaseException as error:
+            node.stop()
+            exited = isinstance(error, RuntimeError)  # wait_until's "exited", not a timeout or Ctrl-C
+            if not exited or attempt == 2 or RAY_START_TIMED_OUT not in node.log.read_bytes():
+                raise
+            node.log.rename(directory / f"{name}-1.log")
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def two_node_cluster(
     directory: Path, env: dict[str, str], node_args: Sequence[str] = ()
@@ -210,29 +234,29 @@ def two_node_cluster(
     characters); stopped on exit."""
     port, dashboard_port = free_port(), free_port()
     common = ["--num-cpus=1", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1", *node_args]
-    head = start(
-        "ray-head",
-        [
-            str(BIN / "ray"),
-            "start",
-            "--head",
-            f"--port={port}",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard_port}",
-            f"--ray-client-server-port={free_port()}",
-            f"--temp-dir={directory / 'ray'}",
-            *common,
-            *_node_ports(),
-        ],
-        env,
-        directory,
-    )
-    processes = [head]
+    processes: list[Process] = []
     try:
+        head = start_ray_node(
+            "ray-head",
+            [
+                str(BIN / "ray"),
+                "start",
+                "--head",
+                f"--port={port}",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={dashboard_port}",
+                f"--ray-client-server-port={free_port()}",
+                f"--temp-dir={directory / 'ray'}",
+                *common,
+                *_node_ports(),
+            ],
+            env,
+            directory,
+        )
+        processes.append(head)
         dashboard = f"http://127.0.0.1:{dashboard_port}"
-        wait_until(lambda: _started(head), 180, "the Ray head node to start", head)
         first = wait_until(lambda: alive_nodes(dashboard, env), 180, "the Ray head node", head)
-        worker = start(
+        worker = start_ray_node(
             "ray-worker",
             [
                 str(BIN / "ray"),
@@ -248,8 +272,6 @@ def two_node_cluster(
             directory,
         )
         processes.append(worker)
-
-        wait_until(lambda: _started(worker), 180, "the Ray worker node to start", worker)
 
         def two_alive() -> list[dict[str, Any]]:
             found = alive_nodes(dashboard, env)
