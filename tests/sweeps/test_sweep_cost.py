@@ -20,6 +20,7 @@ from dicelab.sweeps.parent_run import (
 )
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import Event, TrialRun
 from dicelab.tracking.store import ensure_experiment
 
 
@@ -46,8 +47,8 @@ def _sweep(client: MlflowClient, name: str, trials: list[dict[str, float] | None
         metrics = [Metric(names.best_metric("f1"), 0.5 + index / 100, now, 0)]
         metrics += [Metric(key, value, now, 10) for key, value in (cost or {}).items()]
         client.log_batch(run_id, metrics=metrics)
-        outcome = names.COMPLETED if cost is not None else names.FAILED
-        records.close_run(client, run_id, outcome, None if cost is not None else "worker died")
+        ending = Event.COMPLETE if cost is not None else Event.FAIL
+        TrialRun(client, run_id).send(ending, reason=None if cost is not None else "worker died")
     state = SweepState("s1", name, experiment, parent, client.tracking_uri, "digest", time.ctime())
     return state, records.trial_runs(client, experiment, "s1")
 

@@ -15,6 +15,7 @@ from dicelab.experiment import load_experiment
 from dicelab.sweeps import records
 from dicelab.sweeps.space import plan_sweep
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import Event, TrialRun
 from dicelab.tracking.store import ensure_experiment
 
 ROOT = Path(__file__).parents[2]
@@ -47,8 +48,8 @@ def test_trial_runs_are_found_by_sweep_and_trial_id_and_closed_with_their_outcom
     assert run.data.tags[MLFLOW_PARENT_RUN_ID] == parent and run.data.tags[names.ROLE] == names.ROLE_TRIAL
     assert len(run.data.params) == 150
 
-    records.close_run(client, run_ids["t1"], names.NON_FINITE, "non-finite loss (nan) at step 3")
-    records.close_run(client, run_ids["t2"], names.EARLY_STOPPED, "x" * 9000)
+    TrialRun(client, run_ids["t1"]).send(Event.NON_FINITE, reason="non-finite loss (nan) at step 3")
+    TrialRun(client, run_ids["t2"]).send(Event.STOP_EARLY, reason="x" * 9000)
     one, two = client.get_run(run_ids["t1"]), client.get_run(run_ids["t2"])
     assert (one.info.status, one.data.tags[names.OUTCOME]) == ("FAILED", names.NON_FINITE)
     assert (two.info.status, two.data.tags[names.OUTCOME]) == ("FINISHED", names.EARLY_STOPPED)
@@ -84,5 +85,5 @@ def test_quickstart_is_a_seed_race_of_four_losses():
     assert plan.num_trials == 4 * 4  # the most the race can run
     assert {p["loss.name"] for p in points} == {"ce", "focal", "dice", "tversky"}
     assert all("train.seed" not in p for p in points)  # the race gives the seeds
-    assert [p["loss.alpha"] for p in points if p["loss.name"] == "tversky"] == [0.7]
+    assert [p["loss.alpha"] for p in points if p["loss.name"] == "tversky"] == [0.6]
     assert config.data.source == "synthetic_pairs" and config.model.backbone == "tiny-bert"

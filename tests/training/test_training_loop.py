@@ -13,7 +13,9 @@ import torch
 
 from dicelab.errors import ConfigError, TrialFailed
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import State
 from dicelab.training import Evaluation, Reporter, TrialResult, inputs_key, run_trial
+from dicelab.training.reporter import TrialStopped
 
 
 class Recorder(Reporter):
@@ -177,6 +179,24 @@ def test_a_reporter_can_stop_the_trial(make_config, inputs_for):
     result = run_trial(config, recorder, inputs=inputs_for(config))
     assert result.outcome == names.EARLY_STOPPED and result.steps == 4
     assert result.reason == "stopped on request at step 4"
+
+
+def test_a_trial_its_scheduler_stopped_ends_as_scheduler_stopped_never_failed(make_config, inputs_for):
+    # As Tune's report does when ASHA stops the trial: the reporter raises TrialStopped inside on_evaluation.
+    class StoppedAtSecondEvaluation(Recorder):
+        def on_evaluation(self, evaluation):
+            super().on_evaluation(evaluation)
+            if len(self.evaluations) == 2:
+                raise TrialStopped("stopped by Tune's scheduler at step 4")
+
+    config = make_config("pairs", "train.eval_every_steps=2", "train.max_steps=8")
+    recorder = StoppedAtSecondEvaluation()
+    with pytest.raises(TrialStopped):
+        run_trial(config, recorder, inputs=inputs_for(config))
+    result = recorder.result
+    assert result is not None and recorder.calls[-1] == "end"
+    assert result.outcome == State.SCHEDULER_STOPPED and result.outcome != names.FAILED
+    assert result.reason == "stopped by Tune's scheduler at step 4" and result.steps == 4
 
 
 def test_non_finite_loss_stops_at_once_and_raises(make_config, inputs_for):

@@ -27,6 +27,7 @@ from dicelab.sweeps.race_records import read_race
 from dicelab.sweeps.racing import DROPPED
 from dicelab.sweeps.trainable import SweepContext, point_of, run_name, trial_config
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun, state_of
 
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
@@ -55,11 +56,12 @@ class _Lazy(Callback):
 
 
 class TrialRecords(_Lazy):
-    """Keeps each trial's MLflow child run true to what Tune did, and remembers every trial's outcome.
+    """Keeps each trial's MLflow child run true to what Tune did, and remembers every trial's outcome. It
+    sends the trial's lifecycle (`dicelab.tracking.lifecycle`) the events only the driver sees:
 
-    - stopped by the scheduler (ASHA): the trial could not end its run; it becomes FINISHED / early_stopped,
-      with best_dev_* taken from its metric history;
-    - errored after its retries, or lost with its worker: FAILED with the error's last line (a run is
+    - stopped by the scheduler (ASHA): the trial's thread ended at once without ending its run; the run
+      becomes scheduler_stopped (outcome early_stopped, FINISHED), with best_dev_* from its metric history;
+    - errored after its retries, or lost with its worker: failed with the error's last line (a run is
       created if the trial died before creating its own, so every trial has one).
     """
 
@@ -95,16 +97,16 @@ class TrialRecords(_Lazy):
         run = self._find(trial)
         if run is None:  # ended before it started (pending trials when a sweep stops)
             return
-        outcome = run.data.tags.get(names.OUTCOME, names.COMPLETED)
+        outcome = records.outcome_of(run)
         reason = run.data.tags.get(names.REASON)
-        if run.info.status == records.RUNNING:  # Tune ended it from outside: only a scheduler does that
+        if state_of(run) == State.RUNNING:  # Tune ended it from outside: only a scheduler does that
             evaluations = trial.last_result.get("training_iteration", 0)
-            outcome = names.EARLY_STOPPED
             reason = f"stopped by the {self.scheduler} scheduler after {evaluations} evaluations"
             records.log_best_from_history(self.client, run, self.context.metric)
             config, _ = trial_config(self.context, point_of(trial.config, self.context.plan))
             self.client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
-            records.close_run(self.client, run.info.run_id, outcome, reason)
+            stopped = TrialRun.of(self.client, run).send(Event.SCHEDULER_STOP, reason=reason)
+            outcome = RECORDS[stopped].outcome or stopped.value
         self.outcomes[trial.trial_id] = (outcome, reason)
         if names.DEGENERATE in run.data.tags:
             self.degenerate[trial.trial_id] = run.data.tags[names.DEGENERATE]
@@ -112,7 +114,7 @@ class TrialRecords(_Lazy):
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         reason = trial_error_line(trial)
         run = self._find(trial)
-        if run is None:
+        if run is None:  # it died before its run existed: one is created, so that every trial has one
             config, overrides = trial_config(self.context, point_of(trial.config, self.context.plan))
             run_id = records.create_trial_run(
                 self.client,
@@ -122,10 +124,10 @@ class TrialRecords(_Lazy):
                 tags=self.context.trial_tags(trial.trial_id),
                 params=flatten_config(config),
             )
-            records.close_run(self.client, run_id, names.FAILED, reason)
-        elif run.info.status == records.RUNNING:
-            records.close_run(self.client, run.info.run_id, names.FAILED, reason)
-        else:
+            TrialRun(self.client, run_id, State.RUNNING).send(Event.FAIL, reason=reason)
+        elif state_of(run) == State.RUNNING:
+            TrialRun.of(self.client, run).send(Event.FAIL, reason=reason)
+        else:  # the trial recorded its own failure (a better reason than the traceback's last line)
             reason = run.data.tags.get(names.REASON, reason)
         self.outcomes[trial.trial_id] = (names.FAILED, reason)
 

@@ -24,7 +24,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError
-from dicelab.sweeps import local_ray, trial_env, warm_workers
+from dicelab.sweeps import local_ray, ray_adapter, trial_env, warm_workers
 from dicelab.sweeps.space import SweepPlan, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
@@ -112,26 +112,34 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
     if not address:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+        ray_adapter.quiet_token_default_warning()
         # Ray prestarts one worker per CPU twice: when the raylet starts (off here: idle CPU and memory) and
         # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
         # No dashboard here, so nothing reads Ray's metrics: not collecting them takes about a third of the
         # dashboard agent's CPU off the cores the trials use (README, performance).
-        system: dict[str, Any] = {"enable_worker_prestart": False, "enable_metrics_collection": False}
+        system = ray_adapter.node_system_config()
         if outline is not None:
             system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
         trial_env.prepare_local_ray()
         _start_local_ray(system, quiet)
-        session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
+        session_dir = ray_adapter.session_dir()
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
-    else:
+    else:  # `preflight` checked the cluster first
         # the trials log to the driver's MLflow server with its login, on every node of the cluster
         missing = trial_env.missing_in_job(trial_env.mlflow_client_env())
         runtime_env: dict[str, Any] = {"env_vars": missing} if missing else {}
         if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
             runtime_env["py_modules"] = [dicelab]
         ray.init(address=address, runtime_env=runtime_env or None, **quiet)
+
+
+def preflight(address: str | None) -> None:
+    """Before joining a cluster (and before anything is logged): its Ray and Python versions against this
+    driver's, and its token; a mismatch is one line naming both versions (exit 2). A local Ray needs none."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and not address.startswith("ray://"):  # Ray Client compares the versions itself
+        ray_adapter.check_cluster(address)
 
 
 # Ray's start fails when its processes come up too slowly for its fixed waits (the driver's 30 s for the
@@ -288,6 +296,7 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
 
         return built
 
+    preflight(options.address)
     try:
         # Ray's start overlaps the checks and the set-up (a new store's schema, imports, tokenization). A
         # config error found by the checks is raised once Ray is up (then shut down); no parent run is opened.
@@ -466,13 +475,7 @@ def _fit(
         metric=metric,
         cpus_per_trial=plan.search.resources.cpu,
     )
-    # The sweep's own view replaces Tune's console output (its new output engine prints even at verbose=0).
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
-    # The experiment state (what --resume reads) is saved every second and at every checkpoint, so a killed
-    # driver loses at most a second of bookkeeping; at this size the snapshots cost nothing worth a warning.
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
-    os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # JSON only (see tuning.build_tuner)
+    ray_adapter.quiet_tune_driver()  # the sweep's own view, the state saved every second, JSON logs only
     warm_workers.bare_trial_actors()
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)

@@ -52,9 +52,9 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _node_processes(node_id: str) -> list[int]:
-    """Processes whose environment says they belong to Ray node `node_id`."""
-    marker = f"RAY_NODE_ID={node_id}".encode()
+def _node_processes(marker_text: str) -> list[int]:
+    """Processes whose environment holds `marker_text` ("RAY_NODE_ID=<id>": they belong to that Ray node)."""
+    marker = marker_text.encode()
     found = []
     for entry in PROC.iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
@@ -71,12 +71,15 @@ def record(session_dir: Path, node_id: str) -> None:
     """After ray.init of a private local cluster: record it and start its watchdog."""
     if not PROC.is_dir():
         return
+    from dicelab.sweeps.ray_adapter import NODE_ID_ENV  # in the driver: the watchdog imports nothing
+
     driver = os.getpid()
     path = session_dir / RECORD_NAME
     data = {
         "driver_pid": driver,
         "driver_start": start_time(driver),
         "node_id": node_id,
+        "node_marker": f"{NODE_ID_ENV}={node_id}",  # in the environment of every process of the node
         "processes": [[pid, start_time(pid)] for pid in _descendants(driver)],
     }
     path.write_text(json.dumps(data))
@@ -110,7 +113,8 @@ def reap(path: Path) -> list[int]:
     if _alive(data["driver_pid"], data["driver_start"]):
         return []
     targets = {pid for pid, started in data["processes"] if _alive(pid, started)}
-    targets |= set(_node_processes(data["node_id"]))
+    if data.get("node_marker"):
+        targets |= set(_node_processes(data["node_marker"]))
     killed = []
     for pid in sorted(targets):
         with contextlib.suppress(ProcessLookupError):
@@ -122,8 +126,10 @@ def reap(path: Path) -> list[int]:
 
 def reap_leftovers(temp_dir: Path) -> list[int]:
     """Before starting a new local Ray: reap every recorded cluster under Ray's temp dir whose driver died."""
+    from dicelab.sweeps.ray_adapter import SESSION_GLOB
+
     killed: list[int] = []
-    for path in sorted(temp_dir.glob(f"session_*/{RECORD_NAME}")):
+    for path in sorted(temp_dir.glob(f"{SESSION_GLOB}/{RECORD_NAME}")):
         killed += reap(path)
     return killed
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from rich.console import Console
 
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
@@ -23,7 +22,7 @@ from dicelab.sweeps import records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import conventions as names
-from dicelab.tracking import ensure_experiment, links
+from dicelab.tracking import ensure_experiment, lifecycle, links
 
 VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
 # The sweep's cost on its parent run: the trials' resource-seconds summed, in hours, and how many trials
@@ -136,27 +135,11 @@ def best_run(runs: list[Run], metric: str) -> Run | None:
     return max(scored, key=lambda run: run.data.metrics[key])
 
 
-RESULT_SEPARATOR = " · "
-
-
 def label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:
-    """Each trial's run name gets its result, "dsc alpha=0.5 seed=1 · f1 0.6235" (or "· failed", ...): the
-    MLflow UI's runs table shows names but no metric column until one is chosen. Idempotent on --resume."""
-    key = names.best_metric(metric)
+    """Each trial's run name gets its result, "dsc alpha=0.5 seed=1 · f1 0.6235" (or "· failed", ...; see
+    `lifecycle.result_label`). Idempotent on --resume."""
     for run in runs:
-        base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
-        outcome = run.data.tags.get(names.OUTCOME)
-        if run.info.status == records.KILLED:
-            result = "interrupted"
-        elif outcome in (names.COMPLETED, names.EARLY_STOPPED) and key in run.data.metrics:
-            result = f"{metric} {run.data.metrics[key]:.4f}"
-            result += " early stopped" if outcome == names.EARLY_STOPPED else ""
-            result += " degenerate" if names.DEGENERATE in run.data.tags else ""
-        else:
-            result = (outcome or run.info.status.lower()).replace("_", " ")
-        name = f"{base}{RESULT_SEPARATOR}{result}"
-        if name != run.info.run_name:
-            client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)
+        lifecycle.label(client, run, metric)
 
 
 def print_closing(
@@ -168,7 +151,7 @@ def print_closing(
     best = best_run(runs, metric)
     if best is not None:
         key = names.best_metric(metric)
-        label = (best.info.run_name or "").split(RESULT_SEPARATOR)[0]
+        label = (best.info.run_name or "").split(lifecycle.RESULT_SEPARATOR)[0]
         lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
     cost = cost_totals(runs)
     if cost:

@@ -19,10 +19,11 @@ from typing import Any
 from ray.tune.search import Searcher
 from rich.console import Console
 
+from dicelab.sweeps.algorithms import POINT_KEY
 from dicelab.sweeps.race_records import race_file
 from dicelab.sweeps.racing import FINISHED, Race
 from dicelab.sweeps.space import Point
-from dicelab.sweeps.trainable import DEGENERATE_RESULT, POINT_KEY
+from dicelab.sweeps.trainable import DEGENERATE_RESULT
 from dicelab.tracking import conventions as names
 
 

@@ -1,4 +1,5 @@
-"""The MLflow runs of a sweep: finding, creating and closing the child run of a trial.
+"""The MLflow runs of a sweep: finding and creating the child run of a trial (its states, outcome and status
+are `dicelab.tracking.lifecycle`'s).
 
 A trial's child run is identified by its tags (sweep id + Tune trial id), never by process state, so a retried
 trial, a resumed sweep and the driver's own clean-up all find the same run and no run is ever duplicated.
@@ -9,23 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run, RunStatus, RunTag
+from mlflow.entities import Metric, Param, Run, RunStatus
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun
+from dicelab.tracking.lifecycle import outcome_of as outcome_of  # the sweep's counts read it from here
 
 RUNNING = RunStatus.to_string(RunStatus.RUNNING)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
 FAILED = RunStatus.to_string(RunStatus.FAILED)
 KILLED = RunStatus.to_string(RunStatus.KILLED)
-INTERRUPTED = "interrupted"  # not an outcome tag: a trial stopped with its sweep's driver (run KILLED)
-STATUS_OF_OUTCOME = {
-    names.COMPLETED: FINISHED,
-    names.EARLY_STOPPED: FINISHED,
-    names.FAILED: FAILED,
-    names.NON_FINITE: FAILED,
-}
+INTERRUPTED = State.INTERRUPTED.value  # not an outcome tag: a trial stopped with its sweep's driver (KILLED)
+# The outcome tags, each with the status of its runs (the sweep's view counts these as finished).
+STATUS_OF_OUTCOME = {record.outcome: record.status for record in RECORDS.values() if record.outcome}
 
 
 def clip(text: Any, limit: int = MAX_TAG_VAL_LENGTH) -> str:
@@ -96,30 +95,14 @@ def create_trial_run(
     return run.info.run_id
 
 
-def close_run(client: MlflowClient, run_id: str, outcome: str, reason: str | None) -> None:
-    """Record the outcome (tag, reason) and end the run with the matching status."""
-    tags = [RunTag(names.OUTCOME, outcome)]
-    if reason:
-        tags.append(RunTag(names.REASON, clip(reason)))
-    client.log_batch(run_id, tags=tags)
-    client.set_terminated(run_id, status=STATUS_OF_OUTCOME[outcome])
-
-
 def mark_interrupted(client: MlflowClient, runs: list[Run], reason: str) -> int:
-    """End the child runs still RUNNING when the driver stops early as KILLED, with the reason (no outcome
-    tag: `--resume` reopens them and their trials continue from their last checkpoint). Returns how many."""
-    running = [run for run in runs if run.info.status == RUNNING]
-    for run in running:
-        client.log_batch(run.info.run_id, tags=[RunTag(names.REASON, clip(reason))])
-        client.set_terminated(run.info.run_id, status=KILLED)
+    """Interrupt the child runs still running when the driver stops early (KILLED, with the reason and no
+    outcome tag: `--resume` reopens them and their trials continue from their last checkpoint). Returns how
+    many."""
+    running = [TrialRun.of(client, run) for run in runs if run.info.status == RUNNING]
+    for trial_run in running:
+        trial_run.send(Event.INTERRUPT, reason=reason)
     return len(running)
-
-
-def outcome_of(run: Run) -> str:
-    """The run's outcome tag; "interrupted" for a run a stopped driver ended, "running" while it runs."""
-    if names.OUTCOME in run.data.tags:
-        return run.data.tags[names.OUTCOME]
-    return INTERRUPTED if run.info.status == KILLED else "running"
 
 
 def log_best_from_history(client: MlflowClient, run: Run, metric: str) -> None:

@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Algorithm = Literal["grid", "random", "optuna"]
 DIMENSION_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
 
 
@@ -123,9 +122,9 @@ class StartFrom(_Strict):
 
 
 class SearchConfig(SpaceBlock):
-    algorithm: Algorithm = "grid"
-    num_samples: int | None = Field(None, ge=1)  # random / optuna: configurations to sample
-    seed: int = 0  # seeds the random draws and Optuna's TPE sampler
+    algorithm: str = "grid"  # a name in dicelab.sweeps.algorithms.ALGORITHMS (checked by sweeps.space)
+    num_samples: int | None = Field(None, ge=1)  # sampling algorithms: configurations to sample
+    seed: int = 0  # seeds the random draws and Optuna's samplers
     # The dev metric to maximise (no "dev_" prefix); auto: train.metric / the task's. The trials select their
     # best evaluation on it too. Every dev metric is a score in [0, 1] where higher is better (f1, accuracy,
     # em, ...), so there is no `mode`: "best" is the maximum everywhere (loop, records, Tune, ranking).

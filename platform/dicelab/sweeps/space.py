@@ -9,9 +9,13 @@ the tied keys and validates the result, so a sweep's trial is exactly a `dicelab
 - random: the points are drawn up front with numpy's seeded generator (`search.seed`): `num_samples` draws
   (per loss, when the losses are a grid or come from `conditional`), each crossed with the grid dimensions
   and `seeds`. Drawing up front means every point is validated before Ray starts and a sweep is reproducible.
-- optuna: Optuna's TPE sampler (seeded) proposes points through `SweepPlan.suggest` (define-by-run, so each
-  loss has its own parameters); `seeds` repeat each proposal (Ray Tune's `Repeater`, which reports the mean
-  over seeds back to TPE). Ranges are validated at their bounds and lists at every value.
+- optuna (TPE) and gp (Gaussian process): an Optuna sampler (seeded) proposes points through
+  `SweepPlan.suggest` (define-by-run, so each loss has its own parameters); `seeds` repeat each proposal (Ray
+  Tune's `Repeater`, which reports the mean over seeds back to the sampler). Ranges are validated at their
+  bounds and lists at every value.
+
+Each algorithm is a class in `dicelab.sweeps.algorithms` (the registry `search.algorithm` names): what it
+checks, how many configurations it tries, its points or its Tune searcher. The plan asks it.
 
 Warm start (`search.start_from`): an earlier sweep's best configurations (`SweepPlan.warm`, read by
 `dicelab.sweeps.start_from`) are evaluated first. grid: they must be points of this grid, which then runs
@@ -39,6 +43,7 @@ from dicelab.config.schema import ExperimentConfig
 from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict
+from dicelab.sweeps.algorithms import ALGORITHMS, SearchAlgorithm, algorithm
 from dicelab.sweeps.schema import Dimension, NamedSpace, Racing, SearchConfig, SearchSection, SpaceBlock
 from dicelab.sweeps.tied import TiedExpression, TiedExpressionError
 
@@ -161,7 +166,7 @@ def _branches(search: SearchConfig) -> tuple[tuple[Branch, ...], Dimension | Non
     loss_dimension = top.dimensions.pop(LOSS_KEY, (None, ""))[0]
     if loss_dimension is None:
         losses = list(search.conditional)
-        kind = "choice" if search.algorithm == "optuna" else "grid"
+        kind = algorithm(search.algorithm).loss_kind
         loss_dimension = Dimension.model_validate({kind: losses})
     elif loss_dimension.values is None:
         raise ConfigError(f"search.space.{LOSS_KEY}: the loss must be a grid or choice list, not a range")
@@ -271,12 +276,16 @@ class SweepPlan:
         return self.search.racing
 
     @property
+    def algorithm(self) -> SearchAlgorithm:
+        return algorithm(self.search.algorithm)
+
+    @property
     def num_trials(self) -> int:
         """Trials the sweep runs; with racing, the most it can run (every configuration at max_seeds)."""
         if self.racing is not None:
             most = len(self.points()) * self.racing.max_seeds
             return min(most, self.racing.budget) if self.racing.budget else most
-        if self.search.algorithm == "optuna":
+        if self.algorithm.proposes_while_running:
             return self.num_configurations * len(self.seeds or [0])
         return len(self.points())
 
@@ -290,9 +299,7 @@ class SweepPlan:
     @property
     def num_configurations(self) -> int:
         """Trials without the seed repetition."""
-        if self.search.algorithm == "optuna":
-            return self.search.num_samples  # type: ignore[return-value]
-        return len(self.points()) // len(self.seeds or [0])
+        return self.algorithm.num_configurations(self)
 
     def race_seed_point(self, point: Point, seed: int) -> Point:
         """A raced configuration on one seed."""
@@ -307,21 +314,17 @@ class SweepPlan:
 
     @functools.cached_property
     def _points(self) -> list[Point]:
-        if self.search.algorithm == "grid":
-            points = self._warm_first(self._grid_points())
-        elif self.search.algorithm == "random":
-            points = [*self.warm, *self._random_points()]
-        else:
-            raise ValueError("optuna proposes its points while the sweep runs")
+        points = self.algorithm.points(self)
         if self.seeds is None:
             return points
         return [{**point, SEED_KEY: seed} for point in points for seed in self.seeds]
 
     def points(self) -> list[Point]:
-        """grid / random: every trial's point, in launch order (seeds innermost)."""
+        """Every trial's point, in launch order (seeds innermost), for an algorithm that knows them up
+        front (grid, random)."""
         return self._points
 
-    def _warm_first(self, grid: list[Point]) -> list[Point]:
+    def warm_first(self, grid: list[Point]) -> list[Point]:
         """The grid with the warm-start configurations moved to its front, in their order."""
         first = []
         for point in self.warm:
@@ -336,7 +339,8 @@ class SweepPlan:
 
     def with_warm_start(self, points: list[Point]) -> SweepPlan:
         """This plan with `points` evaluated first (see the module docstring)."""
-        if self.search.algorithm == "optuna" and len(points) > self.search.num_samples:  # type: ignore[operator]
+        most = self.algorithm.max_warm_start(self)
+        if most is not None and len(points) > most:
             raise ConfigError(
                 f"{self.source}: config key 'search.start_from.top': {len(points)} configurations to start "
                 f"from, more than search.num_samples ({self.search.num_samples})"
@@ -385,14 +389,16 @@ class SweepPlan:
     def _with_loss(branch: Branch, point: Point) -> Point:
         return {LOSS_KEY: branch.loss, **point} if branch.loss is not None else point
 
-    def _grid_points(self) -> list[Point]:
+    def grid_points(self) -> list[Point]:
+        """Every combination of the listed values, per branch (grid search)."""
         points = []
         for branch in self.branches:
             lists = {key: _grid_values(d, branch.origins[key]) for key, d in branch.dimensions.items()}
             points += [self._with_loss(branch, point) for point in _product(lists)]
         return points
 
-    def _random_points(self) -> list[Point]:
+    def random_points(self) -> list[Point]:
+        """`num_samples` draws per branch (or of the loss too), each crossed with the grid dimensions."""
         rng = np.random.default_rng(self.search.seed)
         samples = self.search.num_samples
         assert samples is not None  # checked by plan_sweep
@@ -414,9 +420,9 @@ class SweepPlan:
         return points
 
     def probe_points(self) -> list[Point]:
-        """The points checked before Ray starts: all of them for grid / random; for optuna every listed
-        value and both bounds of every range, one dimension at a time (seeds: the first)."""
-        if self.search.algorithm != "optuna":
+        """The points checked before Ray starts: all of them when they are known up front; for a searcher
+        every listed value and both bounds of every range, one dimension at a time (seeds: the first)."""
+        if not self.algorithm.proposes_while_running:
             return self.points()
         seed = {SEED_KEY: self.seeds[0]} if self.seeds else {}
         points = [{**point, **seed} for point in self.warm]
@@ -506,36 +512,25 @@ def _lookup(data: dict[str, Any], key: str) -> Any:
 
 def _parse(search: dict[str, Any], source: str) -> SearchConfig:
     try:
-        return SearchSection.model_validate({"search": search}).search
+        parsed = SearchSection.model_validate({"search": search}).search
     except ValidationError as error:
         message = format_validation_error(error, SearchSection, {"search": search})
         raise ConfigError(f"{source}: {message}") from None
+    if parsed.algorithm not in ALGORITHMS:
+        raise ConfigError(
+            f"{source}: config key 'search.algorithm': unknown search algorithm {parsed.algorithm!r} "
+            f"(allowed: {', '.join(ALGORITHMS.names())})"
+        )
+    return parsed
 
 
 def _check_combinations(search: SearchConfig, plan: SweepPlan, config: ExperimentConfig, source: str) -> None:
     def fail(key: str, message: str) -> None:
         raise ConfigError(f"{source}: config key {key!r}: {message}")
 
-    algorithm = search.algorithm
     # where each dimension was declared -> the dimension (a top-level one is checked once)
     declared = {branch.origins[key]: d for branch in plan.branches for key, d in branch.dimensions.items()}
-    if algorithm == "grid":
-        if search.num_samples is not None:
-            fail(
-                "search.num_samples", "is for random or optuna search (a grid runs each point once per seed)"
-            )
-        for where, dimension in declared.items():
-            _grid_values(dimension, f"{source}: {where}")
-    elif search.num_samples is None:
-        fail("search.num_samples", f"is required with algorithm {algorithm} (configurations to sample)")
-    if algorithm == "optuna":
-        if plan.loss_dimension is not None and plan.loss_dimension.grid is not None:
-            fail(f"search.space.{LOSS_KEY}", "grid is not allowed with algorithm optuna (use choice)")
-        for where, dimension in declared.items():
-            if dimension.grid is not None:
-                fail(where, "grid is not allowed with algorithm optuna (use choice, or algorithm grid)")
-        if not declared and len(plan.branches) == 1:
-            fail("search.space", "algorithm optuna needs at least one dimension to search")
+    plan.algorithm.check(plan, declared, fail)
     racing = search.racing
     if racing is not None:
         if search.seeds is not None:
@@ -543,8 +538,8 @@ def _check_combinations(search: SearchConfig, plan: SweepPlan, config: Experimen
                 "search.racing",
                 "chooses the seeds itself: remove search.seeds (racing uses min_seeds..max_seeds)",
             )
-        if algorithm == "optuna":
-            fail("search.racing", "is not supported with algorithm optuna (use grid or random)")
+        if not plan.algorithm.supports_racing:
+            fail("search.racing", f"is not supported with algorithm {search.algorithm} (use grid or random)")
         if racing.min_seeds > racing.max_seeds:
             fail("search.racing.min_seeds", f"{racing.min_seeds} is above max_seeds ({racing.max_seeds})")
         if SEED_KEY in {key for branch in plan.branches for key in (*branch.dimensions, *branch.tied)}:

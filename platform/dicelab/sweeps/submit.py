@@ -25,7 +25,7 @@ from rich.console import Console
 
 from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
 from dicelab.experiment import load_experiment
-from dicelab.sweeps import trial_env
+from dicelab.sweeps import ray_adapter, trial_env
 from dicelab.tracking.store import check_tracking as check_server
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
@@ -136,6 +136,8 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
         )
 
     client = _client(options.address)
+    # the cluster's Ray and Python versions against this machine's, and the token: one line, before the job
+    ray_adapter.check_dashboard(client, options.address)
     name = options.name or config.name
     submission_id = f"dicelab-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:

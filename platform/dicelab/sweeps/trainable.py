@@ -9,6 +9,8 @@
   (`DicelabError`: e.g. a trial asking for CUDA on a CPU node) would fail the same way again, so the trial
   ends its run as FAILED and returns. Any other exception (a crash, a lost worker) is raised to Tune, which
   retries it from the last checkpoint up to `search.max_failures` times.
+- The run's states and outcome are `dicelab.tracking.lifecycle`'s: the trial sends it events (through its
+  MLflow reporter, and here when it fails before or after that reporter's end).
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import transformers
 from mlflow import MlflowClient
 from mlflow.entities import RunTag
 from ray import tune
-from ray.tune.search.repeater import TRIAL_INDEX
 
 from dicelab.config import ExperimentConfig, flatten_config
 from dicelab.errors import DicelabError, TrialFailed, first_line
-from dicelab.sweeps import records
+from dicelab.sweeps import ray_adapter, records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, Point, SweepPlan
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import RESTORED_FROM_STEP as RESTORED_FROM_STEP  # beside the trial's tags
+from dicelab.tracking.lifecycle import Event, State, TrialRun, is_final, state_of
 from dicelab.training import inputs_key, run_trial
-from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult, TrialStopped
 from dicelab.training.reporters import MlflowReporter
 from dicelab.training.resources import TrialResources
 
@@ -44,15 +47,10 @@ BEST_FILE = "best_model.pt"  # a trial's last checkpoint, after its end: {"best_
 DEGENERATE_RESULT = (
     "degenerate"  # in a trial's last Tune result: its best evaluation was a degenerate predictor
 )
-POINT_KEY = "point"  # grid / random: the Tune config is {"point": {dotted key: value}}
-RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
 NODE_IP = "dicelab.node_ip"  # tag: that node's address
 WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
 GPU_IDS = "dicelab.gpu_ids"  # tag: the GPU ids Ray assigned the trial, comma-separated (only when it has any)
-# Outcomes a trial never runs again for: success, and the deterministic non-finite failure. A "failed" run
-# is run again (its failure may have been a crash that Tune is retrying).
-FINAL_OUTCOMES = (names.COMPLETED, names.EARLY_STOPPED, names.NON_FINITE)
 
 
 @dataclass(frozen=True)
@@ -77,13 +75,9 @@ class SweepContext:
 
 
 def point_of(tune_config: dict[str, Any], plan: SweepPlan) -> Point:
-    """The trial's point from its Tune config (a grid point, or Optuna's parameters plus a seed index)."""
-    if POINT_KEY in tune_config:
-        return dict(tune_config[POINT_KEY])
-    point = plan.point_from_params({key: value for key, value in tune_config.items() if key != TRIAL_INDEX})
-    if plan.seeds is not None:
-        point[SEED_KEY] = plan.seeds[tune_config.get(TRIAL_INDEX, 0)]
-    return point
+    """The trial's point from its Tune config (a point up front, or a searcher's parameters plus a seed
+    index: the algorithm's `point_of`)."""
+    return plan.algorithm.point_of(tune_config, plan)
 
 
 def run_name(overrides: Point) -> str:
@@ -107,12 +101,12 @@ class TuneReporter(Reporter):
     """Reports each evaluation to Tune: its metrics, with a checkpoint of the training state when
     `checkpoint_interval_s` has passed since the trial's start or its last checkpoint (0: every time).
 
-    When Tune stops the trial (ASHA), `tune.report` raises SystemExit to end the trial's thread; it is let
-    through, so the thread ends at once (Tune reuses the worker for the next trial only then).
+    When Tune stops the trial (ASHA), the report raises `TrialStopped` (`ray_adapter.report`), which ends the
+    trial at once as scheduler_stopped (`tune_trial` then ends the thread; Tune reuses the worker for the next
+    trial only then).
     """
 
     def __init__(self, checkpoint_interval_s: float = 0.0) -> None:
-        self.stopped = False
         self.degenerate: str | None = None  # set before the last report when the trial's best was degenerate
         self.checkpoint_interval_s = checkpoint_interval_s
         self.last_checkpoint = time.monotonic()
@@ -135,23 +129,20 @@ class TuneReporter(Reporter):
         result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
         self.latest = evaluation
         self.best_unsaved = self.best_unsaved or evaluation.is_best
-        try:
-            due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval_s
-            if not (self.best_unsaved if end is not None else due):
-                tune.report(result)
-                return
-            with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
-                if end is None:
-                    torch.save(evaluation.state(), Path(directory) / STATE_FILE)
-                else:
-                    best = {"best_step": end.best_step, "best_model_state": end.best_model_state}
-                    torch.save(best, Path(directory) / BEST_FILE)
-                tune.report(result, checkpoint=tune.Checkpoint.from_directory(directory))
-            self.last_checkpoint = time.monotonic()
-            self.best_unsaved = False
-        except SystemExit:
-            self.stopped = True
-            raise
+        where = f" at step {evaluation.step}"  # a stop raises TrialStopped (see ray_adapter.report)
+        due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval_s
+        if not (self.best_unsaved if end is not None else due):
+            ray_adapter.report(result, where=where)
+            return
+        with tempfile.TemporaryDirectory(prefix="dicelab-checkpoint-") as directory:
+            if end is None:
+                torch.save(evaluation.state(), Path(directory) / STATE_FILE)
+            else:
+                best = {"best_step": end.best_step, "best_model_state": end.best_model_state}
+                torch.save(best, Path(directory) / BEST_FILE)
+            ray_adapter.report(result, directory, where=where)
+        self.last_checkpoint = time.monotonic()
+        self.best_unsaved = False
 
     @staticmethod
     def report_failure(metric: str) -> None:
@@ -162,7 +153,8 @@ class TuneReporter(Reporter):
 
 class TrialReporter(Reporter):
     """MLflow first, then Tune: when Tune stops the trial at an evaluation (ASHA), that evaluation is
-    already recorded, and nothing more is (the trial's end is not a failure): the driver closes the run.
+    already recorded, and nothing more is: the trial's thread must end at once (Tune may reuse or kill its
+    worker), and the driver records the scheduler_stopped run (`callbacks.TrialRecords`).
 
     The last evaluation goes to Tune only after the MLflow run is complete: a scheduler stops a trial that
     reaches its budget (ASHA's max_t) at that report, and a trial that trained to the end must still end as
@@ -187,7 +179,7 @@ class TrialReporter(Reporter):
 
     def on_end(self, result: TrialResult) -> None:
         self.ended = True
-        if self.tune.stopped:
+        if result.outcome == State.SCHEDULER_STOPPED:
             return
         self.mlflow.on_end(result)
         self.tune.degenerate = result.degenerate
@@ -201,11 +193,12 @@ class TrialReporter(Reporter):
 
 def _open_run(
     client: MlflowClient, context: SweepContext, trial_id: str, config: ExperimentConfig, overrides: Point
-) -> str | None:
-    """The trial's child run: the existing one (a retry, or a resumed sweep) reopened, else a new one.
+) -> TrialRun | None:
+    """The trial's child run: the existing one (a retry, or a resumed sweep; its reporter reopens it), else
+    a new one.
 
-    None when the existing run already holds a final result: the trial ended in an earlier session of the
-    sweep, shortly before its driver was killed and before Tune saved that (MLflow is the record of truth).
+    None when the existing run is in a final state: the trial ended in an earlier session of the sweep,
+    shortly before its driver was killed and before Tune saved that (MLflow is the record of truth).
     """
     run = records.find_trial_run(client, context.experiment_id, context.sweep_id, trial_id)
     if run is None and context.plan.racing is not None:
@@ -219,7 +212,7 @@ def _open_run(
         if run is not None:
             client.set_tag(run.info.run_id, names.TRIAL_ID, trial_id)
     if run is None:
-        return records.create_trial_run(
+        run_id = records.create_trial_run(
             client,
             context.experiment_id,
             run_name=run_name(overrides),
@@ -227,7 +220,8 @@ def _open_run(
             tags=context.trial_tags(trial_id),
             params=flatten_config(config),
         )
-    if run.info.status != records.RUNNING and run.data.tags.get(names.OUTCOME) in FINAL_OUTCOMES:
+        return TrialRun(client, run_id, State.RUNNING)
+    if is_final(state_of(run)):
         dev = {
             key: value
             for key, value in run.data.metrics.items()
@@ -236,11 +230,7 @@ def _open_run(
         flag = {DEGENERATE_RESULT: True} if names.DEGENERATE in run.data.tags else {}
         tune.report({context.tune_metric: float("nan"), **dev, **flag})
         return None
-    # an earlier attempt's; this one records its own (a restart from scratch has no restored step)
-    for stale in (names.OUTCOME, names.REASON, RESTORED_FROM_STEP):
-        if stale in run.data.tags:
-            client.delete_tag(run.info.run_id, stale)
-    return run.info.run_id
+    return TrialRun.of(client, run)
 
 
 def _restored_state() -> dict[str, Any] | None:
@@ -280,39 +270,39 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
     # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
     # terminal, would bury the sweep's own view.
-    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
+    ray_adapter.quiet_checkpoint_logs()
     transformers.utils.logging.disable_progress_bar()
     config, overrides = trial_config(context, point_of(tune_config, context.plan))
     trial_id = tune.get_context().get_trial_id()
     client = MlflowClient(context.tracking_uri)
-    run_id = _open_run(client, context, trial_id, config, overrides)
-    if run_id is None:
+    opened = _open_run(client, context, trial_id, config, overrides)
+    if opened is None:
         return
-    reporter = TrialReporter(
-        TuneReporter(context.plan.search.checkpoint_interval_s),
-        MlflowReporter(
-            context.tracking_uri,
-            context.sweep_name,
-            parent_run_id=context.parent_run_id,
-            tags=context.trial_tags(trial_id),
-            run_id=run_id,
-            log_predictions=config.tracking.log_predictions,
-        ),
+    mlflow_reporter = MlflowReporter(
+        context.tracking_uri,
+        context.sweep_name,
+        parent_run_id=context.parent_run_id,
+        tags=context.trial_tags(trial_id),
+        run_id=opened.run_id,
+        log_predictions=config.tracking.log_predictions,
     )
+    reporter = TrialReporter(TuneReporter(context.plan.search.checkpoint_interval_s), mlflow_reporter)
     resources, where = _placement(context)
-    client.log_batch(run_id, tags=[RunTag(key, value) for key, value in where.items()])
+    client.log_batch(opened.run_id, tags=[RunTag(key, value) for key, value in where.items()])
     try:
-        state = _restored_state()
-        if state is not None:
-            client.set_tag(run_id, RESTORED_FROM_STEP, str(state["progress"]["step"]))
+        state = _restored_state()  # the MLflow reporter records its step when it reopens the run
         key = inputs_key(config)
         trial_inputs = ray.get(inputs[key]) if key in inputs else None  # else built here (disk cache)
         run_trial(config, reporter, inputs=trial_inputs, resume_state=state, resources=resources)
+    except TrialStopped:
+        ray_adapter.end_stopped_trial()
     except (TrialFailed, DicelabError) as error:
-        if not reporter.ended:
-            records.close_run(client, run_id, names.FAILED, first_line(error, with_type=True))
+        if not reporter.ended:  # failed before the trial started: its run was not reopened yet
+            trial_run = mlflow_reporter.run or opened
+            trial_run.send(Event.FAIL, reason=first_line(error, with_type=True))
         TuneReporter.report_failure(context.tune_metric)
     except BaseException as error:
         if not reporter.ended:
-            records.close_run(client, run_id, names.FAILED, first_line(error, with_type=True))
+            trial_run = mlflow_reporter.run or opened
+            trial_run.send(Event.FAIL, reason=first_line(error, with_type=True))
         raise

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 
+from dicelab.sweeps import ray_adapter
+
 TRIAL_ENV = {"MALLOC_ARENA_MAX": "1"}
 # The MLflow client settings of the driver's shell, given to the trials on a cluster (a sweep joining one with
 # --address, a job `dicelab submit` starts) so that trials on every node log to the same server with the same
@@ -30,7 +32,7 @@ MLFLOW_CLIENT_ENV = (
     "MLFLOW_TRACKING_TOKEN",
     "MLFLOW_TRACKING_INSECURE_TLS",
 )
-JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # Ray's: the config of the Ray job this driver runs in
+JOB_CONFIG_VAR = ray_adapter.JOB_CONFIG_ENV  # Ray's: the config of the Ray job this driver runs in
 
 
 def _wanted() -> dict[str, str]:

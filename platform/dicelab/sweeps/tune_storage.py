@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from pyarrow.fs import FileType
-from ray.train._internal.checkpoint_manager import _CheckpointManager
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 from rich.console import Console
 
 from dicelab.errors import DicelabError
+from dicelab.sweeps import ray_adapter
 
 LAST_GOOD = ".last_good"
-TRIAL_ERROR_PICKLE = "error.pkl"  # Tune's pickled error of a trial, in the trial's directory
+TRIAL_ERROR_PICKLE = ray_adapter.TRIAL_ERROR_PICKLE  # Tune's pickled error of a trial, in its directory
 COPY_EVERY_S = 2.0  # Tune saves its state every second (TUNE_GLOBAL_CHECKPOINT_S): no need to chase each one
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
 PICKLE_PROTOCOL = pickle.PROTO  # the first byte of a pickle of protocol 2 or later
@@ -46,7 +46,9 @@ def state_files(directory: Path) -> list[Path]:
     return sorted(
         path
         for path in directory.iterdir()
-        if path.is_file() and path.suffix in (".json", ".pkl") and not path.name.startswith(".")
+        if path.is_file()
+        and path.suffix in ray_adapter.EXPERIMENT_STATE_SUFFIXES
+        and not path.name.startswith(".")
     )
 
 
@@ -119,7 +121,7 @@ def repair(directory: Path) -> list[str]:
             if not is_complete(live) and is_complete(copy):
                 _copy_atomically(copy, live)
                 repaired.append(copy.name)
-    for pickled in directory.glob(f"*/{TRIAL_ERROR_PICKLE}"):
+    for pickled in ray_adapter.trial_error_pickles(directory):
         if not is_complete(pickled):
             pickled.unlink()
             repaired.append(str(pickled.relative_to(directory)))
@@ -156,8 +158,7 @@ def forget_lost_checkpoints(trials: list[Trial]) -> list[Trial]:
         if checkpoint is None or trial.status == Trial.TERMINATED:
             continue
         if checkpoint.filesystem.get_file_info(checkpoint.path).type == FileType.NotFound:
-            manager = trial.run_metadata.checkpoint_manager
-            trial.run_metadata.checkpoint_manager = _CheckpointManager(manager.checkpoint_config)
+            ray_adapter.forget_checkpoint(trial)
             changed.append(trial)
     return changed
 

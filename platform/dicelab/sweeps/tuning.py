@@ -14,7 +14,7 @@ from ray.tune.search import Repeater, Searcher
 from dicelab.sweeps.race_searcher import RaceSearcher
 from dicelab.sweeps.racing import Race, RaceSettings
 from dicelab.sweeps.space import SweepPlan
-from dicelab.sweeps.trainable import POINT_KEY, SweepContext, run_name, tune_trial
+from dicelab.sweeps.trainable import SweepContext, run_name, tune_trial
 from dicelab.sweeps.tune_storage import StateKeeper, prepare_resume
 from dicelab.tracking import conventions as names
 
@@ -34,25 +34,14 @@ def trainable(context: SweepContext, inputs: dict[str, Any]) -> Any:
 
 
 def search_algorithm(plan: SweepPlan, metric: str, directory: Path) -> Searcher | None:
-    """Optuna TPE (seeded; repeated once per seed); the seed race; None for grid / random (explicit points).
+    """The seed race; else the algorithm's searcher (repeated once per seed), None when Tune runs its points
+    as a grid (see `dicelab.sweeps.algorithms`).
 
     `metric` is the dev metric without prefix ("f1")."""
-    search = plan.search
     if plan.racing is not None:
         return race_searcher(plan, metric, directory)
-    if search.algorithm != "optuna":
-        return None
-    from ray.tune.search.optuna import OptunaSearch
-
-    # A warm start's configurations are TPE's first trials (Optuna's enqueued trials).
-    searcher: Searcher = OptunaSearch(
-        space=plan.suggest,
-        metric=names.dev_metric(metric),
-        mode=MODE,
-        seed=search.seed,
-        points_to_evaluate=plan.optuna_points() or None,
-    )
-    if plan.seeds is not None:
+    searcher = plan.algorithm.searcher(plan, names.dev_metric(metric), MODE)
+    if searcher is not None and plan.seeds is not None:
         searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
     return searcher
 
@@ -79,9 +68,7 @@ def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
 
 
 def param_space(plan: SweepPlan) -> dict[str, Any]:
-    if plan.search.algorithm == "optuna" or plan.racing is not None:
-        return {}
-    return {POINT_KEY: tune.grid_search(plan.points())}
+    return plan.algorithm.param_space(plan)
 
 
 def build_tuner(
@@ -100,7 +87,7 @@ def build_tuner(
             mode=MODE,
             search_alg=search_algorithm(plan, context.metric, directory),
             scheduler=scheduler(plan, plan.base["train"]["epochs"]),
-            num_samples=plan.num_trials if search.algorithm == "optuna" or plan.racing else 1,
+            num_samples=plan.algorithm.num_samples(plan),
             max_concurrent_trials=search.max_concurrent,
             reuse_actors=True,  # a new trial reuses a finished trial's worker: no second torch import
             trial_dirname_creator=trial_dirname,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dicelab.sweeps import ray_adapter
 from dicelab.sweeps.space import SweepPlan
 
 TRIAL_MODULE = "dicelab.sweeps.trainable"  # the trials' module: imports all a trial needs
@@ -34,18 +35,14 @@ def system_config(plan: SweepPlan, cpus: int) -> dict[str, Any]:
     at_once = min(plan.trials_at_start, int(cpus // resources.cpu), plan.search.max_concurrent or cpus)
     if at_once < cpus:
         return {}
-    return {"preload_python_modules": [TRIAL_MODULE], "kill_idle_workers_interval_ms": 0}
+    return ray_adapter.preload_system_config([TRIAL_MODULE])
 
 
 def local_cpus() -> int:
     """The CPUs Ray counts for a local node it starts (cgroup limits included): one prestarted worker each."""
-    from ray._private.utils import get_num_cpus
-
-    return int(get_num_cpus())
+    return ray_adapter.local_cpus()
 
 
 def bare_trial_actors() -> None:
     """Tune's trial actors get no runtime env of their own (see the module's docstring)."""
-    from ray.tune.execution import class_cache
-
-    class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
+    ray_adapter.bare_trial_actors()

@@ -1,8 +1,10 @@
 """The trial: one plain-PyTorch train/eval loop, reporting through a Reporter.
 
 `run_trial` returns a TrialResult when the trial completes or stops early (patience, or a reporter's
-`should_stop`). It raises `TrialFailed` when the loss or the gradient norm becomes non-finite, and re-raises
-any other exception; in both cases `reporter.on_end` has already recorded the outcome and a one-line reason.
+`should_stop`). It raises `TrialFailed` when the loss or the gradient norm becomes non-finite, re-raises a
+reporter's `TrialStopped` (its runner's scheduler stopped it: scheduler_stopped), a KeyboardInterrupt
+(interrupted) and any other exception (failed); in each case `reporter.on_end` has already recorded the
+outcome (a `dicelab.tracking.lifecycle.State`) and a one-line reason.
 Errors found while setting up (bad config, unreadable data, unknown backbone) raise before `on_start`.
 
 `Evaluation.state()` snapshots the trial when it is called: call it inside `on_evaluation` (a checkpoint).
@@ -41,10 +43,11 @@ from dicelab.tasks._batching import LengthOrderedBatches, row_lengths
 from dicelab.tasks.backbones import backbone_source
 from dicelab.tasks.base import EvalResult
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import State
 from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
 from dicelab.training.optim import build_optimizer, build_scheduler
 from dicelab.training.plan import TrainingPlan
-from dicelab.training.reporter import Evaluation, Reporter, TrialResult
+from dicelab.training.reporter import Evaluation, Reporter, TrialResult, TrialStopped
 from dicelab.training.resources import ResourceMeter, TrialResources, default_resources, release_memory
 from dicelab.training.runtime import (
     autocast,
@@ -98,10 +101,16 @@ def run_trial(
             reporter.on_start(config, trial.info())
             outcome, reason = trial.train(reporter)
         except NonFiniteLoss as error:
-            trial.finish(reporter, meter, names.NON_FINITE, str(error))
+            trial.finish(reporter, meter, State.NON_FINITE, str(error))
             raise TrialFailed(str(error)) from None
+        except TrialStopped as stop:
+            trial.finish(reporter, meter, State.SCHEDULER_STOPPED, stop.reason)
+            raise
+        except KeyboardInterrupt:
+            trial.finish(reporter, meter, State.INTERRUPTED, f"interrupted at {trial.where_now()}")
+            raise
         except BaseException as error:
-            trial.finish(reporter, meter, names.FAILED, first_line(error, with_type=True))
+            trial.finish(reporter, meter, State.FAILED, first_line(error, with_type=True))
             raise
         return trial.finish(reporter, meter, outcome, reason)
 
@@ -195,13 +204,13 @@ class Trial:
                     self._report(evaluation, self._train_metrics(eval_window, learning_rate), reporter)
                     patience = train.early_stopping_patience
                     if patience is not None and progress.evals_without_improvement >= patience:
-                        return names.EARLY_STOPPED, (
+                        return State.EARLY_STOPPED, (
                             f"no improvement of {names.dev_metric(self.metric)} in {patience} evaluations "
                             f"(best {progress.best_value:.4f} at step {progress.best_step})"
                         )
                 if reporter.should_stop():
-                    return names.EARLY_STOPPED, f"stopped on request at step {progress.step}"
-        return names.COMPLETED, None
+                    return State.EARLY_STOPPED, f"stopped on request at step {progress.step}"
+        return State.COMPLETED, None
 
     def _optimizer_step(self, batches: list[dict[str, torch.Tensor]]) -> float:
         """Accumulate gradients over the micro-batches (mean loss), clip, step; returns the loss."""
@@ -256,6 +265,9 @@ class Trial:
                 f"the fp16 gradient scaler skipped {progress.consecutive_skips} steps in a row "
                 f"(inf/NaN gradients down to loss scale {scale:g}) at {self._where()}"
             )
+
+    def where_now(self) -> str:
+        return f"step {self.progress.step} (epoch {self.plan.epoch_of(self.progress.step):.2f})"
 
     def _where(self) -> str:
         step = self.progress.step + 1

@@ -1,8 +1,10 @@
 """How the trial loop talks to the outside world (console, MLflow, Ray Tune): the Reporter interface.
 
 The loop calls these hooks in order: on_start, then on_step / on_evaluation as training goes, then exactly
-one on_end (also when the trial fails: `result.outcome` and `result.reason` say why). Reporters never
-raise to stop training except through `should_stop()` (e.g. a scheduler or a user interrupt).
+one on_end (also when the trial fails: `result.outcome` and `result.reason` say why). A reporter asks the
+loop to stop through `should_stop()` (the trial ends early_stopped); a reporter whose runner has already
+stopped the trial (Tune's scheduler, from inside a report) raises `TrialStopped`, and the trial ends at once
+as scheduler_stopped (the outcomes are `dicelab.tracking.lifecycle.State`s).
 """
 
 from __future__ import annotations
@@ -14,9 +16,21 @@ from typing import Any
 from dicelab.config import ExperimentConfig
 
 
+class TrialStopped(BaseException):
+    """Raised by a reporter when the trial's runner stopped the trial (Tune's scheduler, inside a report):
+    the loop ends it as scheduler_stopped and re-raises. A BaseException, like the SystemExit it stands for,
+    so that no `except Exception` on the way swallows it."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class TrialResult:
-    outcome: str  # dicelab.tracking.conventions.OUTCOMES: completed | early_stopped | failed | non_finite
+    # a final lifecycle State: completed | early_stopped | scheduler_stopped | non_finite | failed |
+    # interrupted
+    outcome: str
     metric: str  # the primary dev metric name, e.g. "f1"
     final_metrics: dict[str, float] = field(default_factory=dict)  # dev metrics at the last evaluation
     best_metrics: dict[str, float] = field(default_factory=dict)  # dev metrics of the best evaluation

@@ -14,28 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import first_line
 from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import ENDING_EVENT, State, TrialRun, reopening_event
 from dicelab.tracking.store import ensure_experiment
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
-
-TERMINAL_STATUS = {
-    names.COMPLETED: RunStatus.to_string(RunStatus.FINISHED),
-    names.EARLY_STOPPED: RunStatus.to_string(RunStatus.FINISHED),
-    names.FAILED: RunStatus.to_string(RunStatus.FAILED),
-    names.NON_FINITE: RunStatus.to_string(RunStatus.FAILED),
-}
 
 
 class MlflowReporter(Reporter):
     """One MLflow run per trial. The run is created in `on_start` (or reopened when `run_id` is given).
 
-    `run_id` is set once the run exists; `on_end` also writes it into the TrialResult.
+    `run_id` is set once the run exists; `on_end` also writes it into the TrialResult. The run's state,
+    outcome and status are the lifecycle's (`dicelab.tracking.lifecycle`): the reporter sends it events.
     """
 
     def __init__(
@@ -66,6 +61,7 @@ class MlflowReporter(Reporter):
         self._config: ExperimentConfig | None = None
         self._manifest: dict | None = None
         self._info: dict[str, Any] = {}
+        self.run: TrialRun | None = None  # the run's lifecycle, once on_start opened it
 
     def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
         self._config = config
@@ -90,10 +86,13 @@ class MlflowReporter(Reporter):
             experiment_id = ensure_experiment(self.client, self.experiment)
             run = self.client.create_run(experiment_id, run_name=self.run_name or config.tracking.run_name)
             self.run_id = run.info.run_id
-        else:  # resuming: the run keeps its params (MLflow forbids changing one), status goes back to RUNNING
-            logged = self.client.get_run(self.run_id).data.params
-            params = {key: value for key, value in params.items() if key not in logged}
-            self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+            self.run = TrialRun(self.client, self.run_id, State.RUNNING)  # created running: the start
+        else:  # reopened: the run keeps its params (MLflow forbids changing one) and goes back to running
+            run = self.client.get_run(self.run_id)
+            params = {key: value for key, value in params.items() if key not in run.data.params}
+            self.run = TrialRun.of(self.client, run)
+            step = info.get("start_step") or None  # a trial resumed from a checkpoint starts past step 0
+            self.run.send(reopening_event(step), run=run, restored_from_step=step)
         self.client.log_batch(
             self.run_id,
             params=[Param(key, value) for key, value in params.items()],
@@ -120,15 +119,14 @@ class MlflowReporter(Reporter):
         final.update(result.resource_metrics)  # cost/*, gpu/peak_memory_mb, train_skipped_steps
         self._log_metrics(final, result.steps)
         self._log_artifacts(result)
-        tags = {names.OUTCOME: result.outcome}
+        tags: dict[str, str] = {}
         if self.save_model:
             self._save_model(result, tags)
-        if result.reason:
-            tags[names.REASON] = _truncate(result.reason, MAX_TAG_VAL_LENGTH)
         if result.degenerate:
-            tags[names.DEGENERATE] = _truncate(result.degenerate, MAX_TAG_VAL_LENGTH)
-        self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in tags.items()])
-        self.client.set_terminated(self.run_id, status=TERMINAL_STATUS[result.outcome])
+            tags[names.DEGENERATE] = result.degenerate
+        if self.run is None:  # on_start failed after the run existed
+            self.run = TrialRun.of(self.client, self.client.get_run(self.run_id))
+        self.run.send(ENDING_EVENT[State(result.outcome)], reason=result.reason, tags=tags)
 
     def _save_model(self, result: TrialResult, tags: dict[str, str]) -> None:
         """Log the model of a trial that finished; a failure to save is recorded (tag, stderr), not raised:

@@ -1,0 +1,240 @@
+"""A trial run's lifecycle: its states, the events that move it between them, and what each state is on the
+trial's MLflow run (the `dicelab.outcome` tag, the run's status, the run-name suffix).
+
+This module alone writes those three. The trial loop's MLflow reporter, the sweep's trainable, its Tune
+callbacks, its driver and `--resume` send it events (`TrialRun.send`); an event the table does not hold for a
+state raises `LifecycleError` (a bug, not a user error).
+
+    pending --start--> running --complete--------> completed
+               |         |     --stop_early------> early_stopped      (patience, or a reporter's should_stop)
+               |         |     --scheduler_stop--> scheduler_stopped  (ASHA stopped it; the driver records it)
+               |         |     --non_finite------> non_finite
+               |         |     --fail------------> failed
+               |         |     --interrupt-------> interrupted        (its sweep's driver stopped)
+               +--fail-----------------------------> failed            (it died before its run existed)
+    running | failed | interrupted --resume (from a checkpoint) | restart (from scratch)--> running
+    failed | interrupted --fail--> failed                 (a retry failed before it reopened its run)
+    early_stopped --resume--> running                       (continued from its state by whoever paused it)
+
+completed, early_stopped, scheduler_stopped and non_finite are final: a resumed sweep never runs such a trial
+again (an early-stopped trial is continued only by a caller holding its state, as a pausing scheduler
+would). A failed trial may be retried (Tune's max_failures, `--retry-failed`), an interrupted one is resumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from mlflow import MlflowClient
+from mlflow.entities import Run, RunStatus, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+from dicelab.tracking import conventions as names
+
+TRIAL_STATE = "dicelab.trial_state"  # tag: the lifecycle state a trial's run ended in (absent while running)
+RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
+RESULT_SEPARATOR = " · "  # "dsc alpha=0.5 seed=1 · f1 0.6235": the run name, then its result
+
+
+class State(StrEnum):
+    """Where a trial's run is. The values of the trial loop's outcomes equal their `dicelab.outcome` tags."""
+
+    PENDING = "pending"  # no run yet
+    RUNNING = "running"
+    COMPLETED = "completed"
+    EARLY_STOPPED = "early_stopped"
+    SCHEDULER_STOPPED = "scheduler_stopped"
+    NON_FINITE = "non_finite"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Event(StrEnum):
+    START = "start"
+    COMPLETE = "complete"
+    STOP_EARLY = "stop_early"
+    SCHEDULER_STOP = "scheduler_stop"
+    NON_FINITE = "non_finite"
+    FAIL = "fail"
+    INTERRUPT = "interrupt"
+    RESUME = "resume"  # continue from a checkpoint (its step is recorded)
+    RESTART = "restart"  # run again from the start, in the same run
+
+
+_TERMINAL = {
+    Event.COMPLETE: State.COMPLETED,
+    Event.STOP_EARLY: State.EARLY_STOPPED,
+    Event.SCHEDULER_STOP: State.SCHEDULER_STOPPED,
+    Event.NON_FINITE: State.NON_FINITE,
+    Event.FAIL: State.FAILED,
+    Event.INTERRUPT: State.INTERRUPTED,
+}
+_REOPEN = {Event.RESUME: State.RUNNING, Event.RESTART: State.RUNNING}
+
+TRANSITIONS: dict[State, dict[Event, State]] = {
+    State.PENDING: {Event.START: State.RUNNING, Event.FAIL: State.FAILED},
+    State.RUNNING: {**_TERMINAL, **_REOPEN},  # reopened: a retry of a crashed attempt that left it running
+    State.FAILED: {Event.FAIL: State.FAILED, **_REOPEN},
+    State.INTERRUPTED: {Event.FAIL: State.FAILED, **_REOPEN},
+    State.COMPLETED: {},
+    State.EARLY_STOPPED: {Event.RESUME: State.RUNNING},
+    State.SCHEDULER_STOPPED: {},
+    State.NON_FINITE: {},
+}
+FINAL_STATES = frozenset((State.COMPLETED, State.EARLY_STOPPED, State.SCHEDULER_STOPPED, State.NON_FINITE))
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a state is on its MLflow run."""
+
+    outcome: str | None  # the dicelab.outcome tag (the analysis reads it); None: no tag
+    status: str | None  # the MLflow run status; None: no run
+    suffix: str  # after the metric in the run's name ("" for none), or the whole result when it has no metric
+
+
+_FINISHED, _FAILED = RunStatus.to_string(RunStatus.FINISHED), RunStatus.to_string(RunStatus.FAILED)
+RECORDS: dict[State, Record] = {
+    State.PENDING: Record(None, None, ""),
+    State.RUNNING: Record(None, RunStatus.to_string(RunStatus.RUNNING), "running"),
+    State.COMPLETED: Record(names.COMPLETED, _FINISHED, ""),
+    State.EARLY_STOPPED: Record(names.EARLY_STOPPED, _FINISHED, "early stopped"),
+    # Counted with early-stopped trials by the analysis (a budget cut, not a failure); TRIAL_STATE says which.
+    State.SCHEDULER_STOPPED: Record(names.EARLY_STOPPED, _FINISHED, "stopped by scheduler"),
+    State.NON_FINITE: Record(names.NON_FINITE, _FAILED, "non finite"),
+    State.FAILED: Record(names.FAILED, _FAILED, "failed"),
+    State.INTERRUPTED: Record(None, RunStatus.to_string(RunStatus.KILLED), "interrupted"),
+}
+# The trial loop's outcomes (TrialResult.outcome) and the event that records each.
+ENDING_EVENT: dict[State, Event] = {state: event for event, state in _TERMINAL.items()}
+
+
+class LifecycleError(RuntimeError):
+    """An event a trial run's state does not take: a bug in whoever sent it."""
+
+
+def transition(state: State, event: Event) -> State:
+    """The state `event` moves `state` to (see the module's table)."""
+    try:
+        return TRANSITIONS[state][event]
+    except KeyError:
+        refused = f"trial run: event {event.value!r} is not allowed in state {state.value!r}"
+        raise LifecycleError(refused) from None
+
+
+def allows(state: State, event: Event) -> bool:
+    return event in TRANSITIONS[state]
+
+
+def is_final(state: State) -> bool:
+    """A trial in a final state never runs again (a resumed sweep reports its stored result)."""
+    return state in FINAL_STATES
+
+
+def state_of(run: Run | None) -> State:
+    """The lifecycle state of a trial's run as stored (runs from before TRIAL_STATE by outcome and status)."""
+    if run is None:
+        return State.PENDING
+    status, tags = run.info.status, run.data.tags
+    if status == RECORDS[State.RUNNING].status:
+        return State.RUNNING
+    if TRIAL_STATE in tags:
+        return State(tags[TRIAL_STATE])
+    if status == RECORDS[State.INTERRUPTED].status:
+        return State.INTERRUPTED
+    outcome = tags.get(names.OUTCOME)
+    if outcome is not None:
+        return State(outcome)
+    return State.FAILED if status == _FAILED else State.COMPLETED
+
+
+def outcome_of(run: Run) -> str:
+    """The run's outcome as the sweep counts it: its dicelab.outcome tag, else its state ("interrupted",
+    "running")."""
+    state = state_of(run)
+    return RECORDS[state].outcome or state.value
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TAG_VAL_LENGTH else text[: MAX_TAG_VAL_LENGTH - 3] + "..."
+
+
+class TrialRun:
+    """A trial's MLflow run and its lifecycle state; `send` moves it and writes what the new state records."""
+
+    def __init__(self, client: MlflowClient, run_id: str, state: State = State.RUNNING):
+        self.client, self.run_id, self.state = client, run_id, state
+
+    @classmethod
+    def of(cls, client: MlflowClient, run: Run) -> TrialRun:
+        return cls(client, run.info.run_id, state_of(run))
+
+    def send(
+        self,
+        event: Event,
+        *,
+        reason: str | None = None,
+        tags: dict[str, str] | None = None,
+        run: Run | None = None,
+        restored_from_step: int | None = None,
+    ) -> State:
+        """Apply `event`. A terminal event writes the outcome, TRIAL_STATE, `reason` and the caller's `tags`
+        in one batch, then the status. RESUME / RESTART remove the last attempt's record (`run`: the run as
+        read, to know which tags it holds), record the step resumed from, and set the status to running."""
+        new = transition(self.state, event)
+        if event in _TERMINAL:
+            self._end(new, reason, tags or {})
+        elif event in _REOPEN:
+            self._reopen(run or self.client.get_run(self.run_id), restored_from_step, tags or {})
+        self.state = new
+        return new
+
+    def _end(self, state: State, reason: str | None, extra: dict[str, str]) -> None:
+        record = RECORDS[state]
+        tags = {**extra, TRIAL_STATE: state.value}
+        if record.outcome is not None:
+            tags[names.OUTCOME] = record.outcome
+        if reason:
+            tags[names.REASON] = reason
+        batch = [RunTag(key, _clip(str(value))) for key, value in tags.items()]
+        self.client.log_batch(self.run_id, tags=batch)
+        self.client.set_terminated(self.run_id, status=record.status)
+
+    def _reopen(self, run: Run, restored_from_step: int | None, extra: dict[str, str]) -> None:
+        # an earlier attempt's record; this one records its own (a restart has no restored step)
+        for stale in (names.OUTCOME, names.REASON, TRIAL_STATE, RESTORED_FROM_STEP):
+            if stale in run.data.tags:
+                self.client.delete_tag(self.run_id, stale)
+        tags = dict(extra)
+        if restored_from_step is not None:
+            tags[RESTORED_FROM_STEP] = str(restored_from_step)
+        if tags:
+            self.client.log_batch(self.run_id, tags=[RunTag(key, value) for key, value in tags.items()])
+        if run.info.status != RECORDS[State.RUNNING].status:
+            self.client.update_run(self.run_id, status=RECORDS[State.RUNNING].status)
+
+
+def reopening_event(restored_from_step: int | None) -> Event:
+    return Event.RESUME if restored_from_step else Event.RESTART
+
+
+def result_label(run: Run, metric: str) -> str:
+    """E.g. "f1 0.6235", "f1 0.6235 early stopped degenerate", "failed", "interrupted": what a trial's run
+    name says after RESULT_SEPARATOR (MLflow's runs table shows names, no metric until one is chosen)."""
+    state, key = state_of(run), names.best_metric(metric)
+    record = RECORDS[state]
+    if record.status == _FINISHED and key in run.data.metrics:
+        parts = [f"{metric} {run.data.metrics[key]:.4f}", record.suffix]
+        parts += ["degenerate"] if names.DEGENERATE in run.data.tags else []
+        return " ".join(part for part in parts if part)
+    return record.suffix or state.value.replace("_", " ")
+
+
+def label(client: MlflowClient, run: Run, metric: str) -> None:
+    """Give the run's name its result (idempotent: an earlier label is replaced)."""
+    base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
+    name = f"{base}{RESULT_SEPARATOR}{result_label(run, metric)}"
+    if name != run.info.run_name:
+        client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)

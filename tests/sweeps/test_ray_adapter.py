@@ -1,0 +1,288 @@
+"""The Ray adapter's contract: one test per private Ray / Tune touch point of `dicelab.sweeps.ray_adapter`,
+each failing with a message naming the touch point when a Ray release changes it; that no other module touches
+Ray's internals; and the preflight's comparison and its one-line error. (Against a real cluster:
+tests/integration/test_ray_preflight.py.) No Ray is started here."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import inspect
+import mmap
+from pathlib import Path
+
+import pytest
+import ray
+
+from dicelab.errors import DicelabError
+from dicelab.sweeps import ray_adapter
+from dicelab.sweeps.ray_adapter import ClusterMismatch, Versions
+
+RAY = Path(ray.__file__).parent
+ROOT = Path(__file__).parents[2]
+
+
+def contract(touch_point: str, holds: bool, detail: str = "") -> None:
+    """Fail naming the touch point: the message says what to look at in the new Ray."""
+    assert holds, f"Ray changed a touch point of dicelab.sweeps.ray_adapter: {touch_point}. {detail}".strip()
+
+
+@functools.cache
+def _binary_has(binary: Path, word: str) -> bool:
+    with binary.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(b"\0" + word.encode() + b"\0") != -1
+
+
+@functools.cache
+def _ray_python_source(*packages: str) -> str:
+    return "\n".join(
+        path.read_text(errors="replace") for package in packages for path in (RAY / package).rglob("*.py")
+    )
+
+
+# -- a private local Ray ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", [*ray_adapter.node_system_config(), *ray_adapter.preload_system_config(["m"])]
+)
+def test_system_config_keys_are_known_to_ray(key):
+    # Ray validates _system_config at start against the RAY_CONFIG entries compiled into _raylet
+    contract(
+        f"_system_config key {key!r} (node_system_config / preload_system_config)",
+        _binary_has(RAY / "_raylet.so", key),
+        "The key is no longer in Ray's compiled config: a local sweep would fail at ray.init.",
+    )
+
+
+def test_session_dir_of_the_global_node():
+    from ray._private import node, worker
+
+    contract(
+        "ray._private.worker._global_node.get_session_dir_path (session_dir)",
+        hasattr(worker, "_global_node") and callable(getattr(node.Node, "get_session_dir_path", None)),
+    )
+
+
+def test_local_cpus_counts_cgroup_limits():
+    cpus = ray_adapter.local_cpus()
+    contract("ray._private.utils.get_num_cpus (local_cpus)", isinstance(cpus, int) and cpus >= 1, f"{cpus!r}")
+
+
+def test_the_token_default_warning_logger_exists():
+    name = "ray._private.authentication.authentication_token_setup"
+    spec = importlib.util.find_spec(name)
+    contract(
+        f"the {name} logger (quiet_token_default_warning)",
+        spec is not None and "_warn_token_auth_disabled" in Path(spec.origin or "").read_text(),
+    )
+
+
+def test_raylet_sets_the_node_id_in_its_processes():
+    # the agents that outlive a killed driver read it from the environment the raylet gives them
+    agent = (RAY / "dashboard" / "agent.py").read_text()
+    contract(
+        f"{ray_adapter.NODE_ID_ENV} in the environment of the raylet's processes (NODE_ID_ENV, local_ray)",
+        f'os.environ["{ray_adapter.NODE_ID_ENV}"]' in agent,
+    )
+
+
+def test_session_directories_are_named_session_star():
+    from ray._private import node
+
+    contract(
+        "Ray's session directory names (SESSION_GLOB, local_ray)",
+        'f"session_{date_str}' in inspect.getsource(node) and ray_adapter.SESSION_GLOB == "session_*",
+    )
+
+
+def test_the_job_config_variable():
+    from ray._private.runtime_env import constants
+
+    contract(
+        "RAY_JOB_CONFIG_JSON_ENV_VAR (JOB_CONFIG_ENV, trial_env.missing_in_job)",
+        getattr(constants, "RAY_JOB_CONFIG_JSON_ENV_VAR", None) == ray_adapter.JOB_CONFIG_ENV,
+    )
+
+
+# -- Tune ---------------------------------------------------------------------------------------------------
+
+
+def test_tune_still_gives_trial_actors_pl_disable_fork():
+    from ray.tune.execution import class_cache
+
+    contract(
+        "ray.tune.execution.class_cache.DEFAULT_ENV_VARS['PL_DISABLE_FORK'] (bare_trial_actors)",
+        isinstance(class_cache.DEFAULT_ENV_VARS, dict)
+        and '"PL_DISABLE_FORK"' in Path(class_cache.__file__).read_text(),
+        "If Tune no longer sets it, bare_trial_actors can go; if it sets another one, drop that one too.",
+    )
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "RAY_AIR_NEW_OUTPUT",
+        "TUNE_GLOBAL_CHECKPOINT_S",
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S",
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS",
+    ],
+)
+def test_tune_reads_its_environment_switches(variable, monkeypatch):
+    monkeypatch.delenv(variable, raising=False)
+    ray_adapter.quiet_tune_driver()
+    import os
+
+    contract(
+        f"Tune's environment variable {variable} (quiet_tune_driver)",
+        variable in os.environ and f'"{variable}"' in _ray_python_source("tune", "air", "train"),
+    )
+
+
+def test_ray_train_storage_logger_exists():
+    from ray.train._internal import storage
+
+    contract(
+        "the ray.train._internal.storage logger (quiet_checkpoint_logs)",
+        storage.__name__ == "ray.train._internal.storage"
+        and "getLogger(__name__)" in inspect.getsource(storage),
+    )
+
+
+def test_a_stop_inside_tune_report_is_system_exit_zero_which_ends_the_thread_cleanly():
+    from ray.air._internal.util import RunnerThread
+    from ray.train._internal.session import _TrainSession
+
+    report = inspect.getsource(_TrainSession._report_training_result)
+    contract(
+        "tune.report raising SystemExit(0) when Tune stops the trial (report -> TrialStopped)",
+        "stop_event.is_set()" in report and "sys.exit(0)" in report,
+    )
+    contract(
+        "Tune's runner thread taking SystemExit(0) as a clean end (end_stopped_trial)",
+        "except SystemExit" in inspect.getsource(RunnerThread.run),
+    )
+
+
+def test_a_trial_checkpoint_can_be_forgotten(tmp_path):
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
+    from ray.tune.experiment import Trial
+
+    trial = Trial("tune_trial", stub=True, trial_id="t1")
+    directory = tmp_path / "checkpoint"
+    directory.mkdir()
+    checkpoint = Checkpoint.from_directory(str(directory))
+    trial.run_metadata.checkpoint_manager.register_checkpoint(
+        _TrainingResult(checkpoint=checkpoint, metrics={"training_iteration": 1})
+    )
+    contract("Trial.checkpoint from run_metadata.checkpoint_manager", trial.checkpoint is not None)
+    ray_adapter.forget_checkpoint(trial)
+    contract(
+        "ray.train._internal.checkpoint_manager._CheckpointManager(checkpoint_config) (forget_checkpoint)",
+        trial.checkpoint is None,
+    )
+
+
+def test_tune_on_disk_layout():
+    from ray.air import constants
+    from ray.tune.execution.tune_controller import TuneController
+    from ray.tune.impl import tuner_internal
+
+    contract(
+        "Tune's trial error pickle name (TRIAL_ERROR_PICKLE)",
+        constants.EXPR_ERROR_PICKLE_FILE == ray_adapter.TRIAL_ERROR_PICKLE,
+    )
+    state_files = (TuneController.CKPT_FILE_TMPL.format("x"), tuner_internal._TUNER_PKL)
+    contract(
+        "Tune's experiment-level state files (EXPERIMENT_STATE_SUFFIXES)",
+        all(Path(name).suffix in ray_adapter.EXPERIMENT_STATE_SUFFIXES for name in state_files),
+        f"{state_files}",
+    )
+
+
+# -- preflight ----------------------------------------------------------------------------------------------
+
+
+def test_the_cluster_metadata_that_preflight_reads():
+    from ray._common.usage import usage_constants, usage_lib
+    from ray._private import ray_constants, services
+    from ray._raylet import GcsClient  # noqa: F401
+    from ray.dashboard.modules.dashboard_sdk import SubmissionClient
+    from ray.dashboard.modules.reporter import reporter_head
+
+    metadata = usage_lib._generate_cluster_metadata(ray_init_cluster=False)
+    contract(
+        "Ray's cluster metadata (ray_version, python_version) in the GCS (cluster_versions)",
+        {"ray_version", "python_version"} <= set(metadata)
+        and hasattr(usage_constants, "CLUSTER_METADATA_KEY")
+        and hasattr(ray_constants, "KV_NAMESPACE_CLUSTER")
+        and callable(getattr(services, "canonicalize_bootstrap_address_or_die", None)),
+    )
+    contract(
+        "the dashboard's /api/v0/cluster_metadata and SubmissionClient._do_request (dashboard_versions)",
+        '"/api/v0/cluster_metadata"' in inspect.getsource(reporter_head)
+        and callable(getattr(SubmissionClient, "_do_request", None)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster", "driver", "level", "differs"),
+    [
+        (("2.60.0", "3.11.7"), ("2.60.0", "3.11.7"), "patch", False),
+        (("2.61.0", "3.11.7"), ("2.60.0", "3.11.7"), "patch", True),
+        (("2.60.0", "3.11.9"), ("2.60.0", "3.11.7"), "patch", True),
+        (("2.60.0", "3.11.9"), ("2.60.0", "3.11.7"), "minor", False),
+        (("2.60.0", "3.12.1"), ("2.60.0", "3.11.7"), "minor", True),
+    ],
+)
+def test_versions_differ_as_ray_compares_them(monkeypatch, cluster, driver, level, differs):
+    monkeypatch.setenv("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", level)
+    line = ray_adapter.version_mismatch(Versions(*cluster), Versions(*driver), "--address 10.0.0.1:6379")
+    assert (line is not None) == differs
+    if differs:
+        assert line is not None and "\n" not in line
+        assert f"Ray {cluster[0]} on Python {cluster[1]}" in line
+        assert f"Ray {driver[0]} on Python {driver[1]}" in line
+
+
+def test_the_mismatch_is_a_user_error_with_exit_code_2():
+    assert issubclass(ClusterMismatch, DicelabError) and ClusterMismatch.exit_code == 2
+
+
+# -- nothing else touches Ray's internals -------------------------------------------------------------------
+
+PRIVATE = ("ray._private", "ray._raylet", "ray._common", "ray.train._internal", "ray.autoscaler._private")
+ADAPTER = ROOT / "platform" / "dicelab" / "sweeps" / "ray_adapter.py"
+
+
+def _private_touches(path: Path) -> list[str]:
+    """Imports of Ray's private modules, `ray.<...>._x` attribute chains, and the patched class_cache."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Attribute):
+            chain, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "ray":
+                names = [".".join(["ray", *reversed(chain)])]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value] if node.value.startswith(PRIVATE) else []
+        for name in names:
+            if name.startswith(PRIVATE) or name.endswith(".class_cache") or ".class_cache." in name:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    return found
+
+
+def test_no_module_but_the_adapter_touches_ray_internals():
+    modules = [*(ROOT / "platform" / "dicelab").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    touches = [touch for path in modules if path != ADAPTER for touch in _private_touches(path)]
+    assert not touches, "Ray internals outside dicelab.sweeps.ray_adapter:\n" + "\n".join(touches)
+    assert _private_touches(ADAPTER), "the check finds nothing in the adapter: it has gone blind"

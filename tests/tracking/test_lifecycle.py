@@ -1,0 +1,177 @@
+"""The trial run lifecycle: every (state, event) pair against the specification below, and what each state
+writes on a real SQLite MLflow store (outcome tag, status, trial state, run-name suffix). No Ray."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+
+from dicelab.tracking import conventions as names
+from dicelab.tracking import lifecycle
+from dicelab.tracking.lifecycle import (
+    RESTORED_FROM_STEP,
+    TRIAL_STATE,
+    Event,
+    LifecycleError,
+    State,
+    TrialRun,
+    state_of,
+    transition,
+)
+from dicelab.tracking.store import ensure_experiment
+
+S, E = State, Event
+# The specification, written out pair by pair (the module builds its table from smaller pieces).
+ENDINGS = {
+    E.COMPLETE: S.COMPLETED,
+    E.STOP_EARLY: S.EARLY_STOPPED,
+    E.SCHEDULER_STOP: S.SCHEDULER_STOPPED,
+    E.NON_FINITE: S.NON_FINITE,
+    E.FAIL: S.FAILED,
+    E.INTERRUPT: S.INTERRUPTED,
+}
+ALLOWED = {
+    (S.PENDING, E.START): S.RUNNING,
+    (S.PENDING, E.FAIL): S.FAILED,
+    **{(S.RUNNING, event): state for event, state in ENDINGS.items()},
+    (S.RUNNING, E.RESUME): S.RUNNING,
+    (S.RUNNING, E.RESTART): S.RUNNING,
+    (S.FAILED, E.FAIL): S.FAILED,
+    (S.FAILED, E.RESUME): S.RUNNING,
+    (S.FAILED, E.RESTART): S.RUNNING,
+    (S.INTERRUPTED, E.FAIL): S.FAILED,
+    (S.INTERRUPTED, E.RESUME): S.RUNNING,
+    (S.INTERRUPTED, E.RESTART): S.RUNNING,
+    (S.EARLY_STOPPED, E.RESUME): S.RUNNING,  # continued by whoever paused it, never by a resumed sweep
+}
+# (outcome tag, MLflow status) of each state a run can be in
+RECORDED = {
+    S.RUNNING: (None, "RUNNING"),
+    S.COMPLETED: ("completed", "FINISHED"),
+    S.EARLY_STOPPED: ("early_stopped", "FINISHED"),
+    S.SCHEDULER_STOPPED: ("early_stopped", "FINISHED"),  # never through FAILED
+    S.NON_FINITE: ("non_finite", "FAILED"),
+    S.FAILED: ("failed", "FAILED"),
+    S.INTERRUPTED: (None, "KILLED"),
+}
+
+
+@pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Event)))
+def test_every_state_and_event_pair_follows_the_specification(state, event):
+    if (state, event) in ALLOWED:
+        assert transition(state, event) == ALLOWED[state, event]
+        assert lifecycle.allows(state, event)
+    else:
+        assert not lifecycle.allows(state, event)
+        with pytest.raises(LifecycleError, match=f"event '{event.value}' .* state '{state.value}'"):
+            transition(state, event)
+
+
+def test_the_final_states_are_the_ended_ones_a_retry_or_a_resumed_sweep_never_reopens():
+    final = {S.COMPLETED, S.EARLY_STOPPED, S.SCHEDULER_STOPPED, S.NON_FINITE}
+    assert {state for state in State if lifecycle.is_final(state)} == final
+    for state in final:
+        assert not any((state, event) in ALLOWED for event in (E.RESTART, E.FAIL, *ENDINGS))
+
+
+def test_every_outcome_of_the_trial_loop_has_its_ending_event():
+    assert {state: event for event, state in ENDINGS.items()} == lifecycle.ENDING_EVENT
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory) -> MlflowClient:
+    """One store for the module (a new SQLite store's schema takes seconds); each test makes its own runs."""
+    return MlflowClient(f"sqlite:///{tmp_path_factory.mktemp('lifecycle') / 'mlflow.db'}")
+
+
+@pytest.fixture
+def new_run(client):
+    experiment = ensure_experiment(client, "lifecycle")
+
+    def make(name: str = "ce seed=1") -> TrialRun:
+        run = client.create_run(experiment, run_name=name)  # MLflow creates it running: the start
+        trial_run = TrialRun(client, run.info.run_id, State.PENDING)
+        trial_run.send(Event.START)
+        return trial_run
+
+    return make
+
+
+@pytest.mark.parametrize("event", list(ENDINGS))
+def test_each_ending_writes_its_outcome_status_and_state_and_reads_back(client, new_run, event):
+    trial_run = new_run()
+    trial_run.send(event, reason="why, in one line", tags={names.DEGENERATE: "predicts no positive"})
+    run = client.get_run(trial_run.run_id)
+    outcome, status = RECORDED[ENDINGS[event]]
+    assert run.info.status == status
+    assert run.data.tags.get(names.OUTCOME) == outcome
+    assert run.data.tags[TRIAL_STATE] == ENDINGS[event].value
+    assert run.data.tags[names.REASON] == "why, in one line"
+    assert run.data.tags[names.DEGENERATE] == "predicts no positive"
+    assert state_of(run) == ENDINGS[event] == trial_run.state
+
+
+def test_a_refused_event_writes_nothing(client, new_run):
+    trial_run = new_run()
+    trial_run.send(Event.COMPLETE)
+    with pytest.raises(LifecycleError, match="'resume' is not allowed in state 'completed'"):
+        trial_run.send(Event.RESUME)
+    run = client.get_run(trial_run.run_id)
+    assert (run.info.status, run.data.tags[names.OUTCOME]) == ("FINISHED", "completed")
+
+
+@pytest.mark.parametrize("ended", [Event.FAIL, Event.INTERRUPT])
+@pytest.mark.parametrize("step", [None, 12])
+def test_reopening_clears_the_last_attempt_and_records_the_step_resumed_from(client, new_run, ended, step):
+    trial_run = new_run()
+    trial_run.send(ended, reason="the worker died")
+    if step is None:  # a stale step of an older attempt is removed by a restart
+        client.set_tag(trial_run.run_id, RESTORED_FROM_STEP, "4")
+    run = client.get_run(trial_run.run_id)
+    reopened = TrialRun.of(client, run)
+    assert reopened.send(lifecycle.reopening_event(step), run=run, restored_from_step=step) == State.RUNNING
+    run = client.get_run(trial_run.run_id)
+    assert run.info.status == "RUNNING" and state_of(run) == State.RUNNING
+    for stale in (names.OUTCOME, names.REASON, TRIAL_STATE):
+        assert stale not in run.data.tags
+    assert run.data.tags.get(RESTORED_FROM_STEP) == (str(step) if step else None)
+    reopened.send(Event.COMPLETE)
+    assert state_of(client.get_run(trial_run.run_id)) == State.COMPLETED
+
+
+def test_runs_recorded_before_the_state_tag_read_by_outcome_and_status(client, new_run):
+    cases = {"completed": S.COMPLETED, "early_stopped": S.EARLY_STOPPED, "non_finite": S.NON_FINITE}
+    for outcome, state in cases.items():
+        run_id = new_run().run_id
+        client.set_tag(run_id, names.OUTCOME, outcome)
+        client.set_terminated(run_id, status=RECORDED[state][1])
+        assert state_of(client.get_run(run_id)) == state
+    killed = new_run().run_id
+    client.set_terminated(killed, status="KILLED")
+    assert state_of(client.get_run(killed)) == S.INTERRUPTED
+    assert lifecycle.outcome_of(client.get_run(killed)) == "interrupted"
+    assert state_of(None) == S.PENDING
+
+
+@pytest.mark.parametrize(
+    ("event", "degenerate", "suffix"),
+    [
+        (Event.COMPLETE, False, "f1 0.6235"),
+        (Event.COMPLETE, True, "f1 0.6235 degenerate"),
+        (Event.STOP_EARLY, False, "f1 0.6235 early stopped"),
+        (Event.SCHEDULER_STOP, False, "f1 0.6235 stopped by scheduler"),
+        (Event.NON_FINITE, False, "non finite"),
+        (Event.FAIL, False, "failed"),
+        (Event.INTERRUPT, False, "interrupted"),
+    ],
+)
+def test_the_run_name_says_the_result_once(client, new_run, event, degenerate, suffix):
+    trial_run = new_run("ce seed=1")
+    client.log_batch(trial_run.run_id, metrics=[Metric(names.best_metric("f1"), 0.62351, 0, 0)])
+    trial_run.send(event, tags={names.DEGENERATE: "one class"} if degenerate else None)
+    for _ in range(2):  # labelling again (a resumed sweep's end) keeps one suffix
+        lifecycle.label(client, client.get_run(trial_run.run_id), "f1")
+    assert client.get_run(trial_run.run_id).info.run_name == f"ce seed=1 · {suffix}"
