@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from dicelab.tracking import conventions as names
 from dicelab.training.reporter import Evaluation, TrialResult
 
 EVALUATIONS = 3
@@ -84,7 +85,8 @@ def null_tune_trial(tune_config: dict[str, Any], **bound: Any) -> None:
 
 class Meter:
     def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}  # wall
+        self.cpu: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self.recorded: list[float] = []  # trial end -> recorded, seconds
 
@@ -95,11 +97,12 @@ class Meter:
         original = getattr(owner, attribute)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            begin = time.perf_counter()
+            begin, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - begin
+                self.cpu[name] = self.cpu.get(name, 0.0) + time.thread_time() - cpu  # this thread's own
                 self.calls[name] = self.calls.get(name, 0) + 1
                 if after is not None:
                     after(*args, **kwargs)
@@ -147,7 +150,12 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
 
     client = MlflowClient(tracking_uri)
     runs = client.search_runs([outcome.experiment_id], max_results=50_000)
-    trials = [run for run in runs if run.data.tags.get("dicelab.role") == "trial"]
+    trials = [
+        run
+        for run in runs
+        if run.data.tags.get(names.ROLE) == names.ROLE_TRIAL
+        and run.data.tags.get(names.SWEEP_ID) == outcome.sweep_id
+    ]
     finished = sum(run.info.status == "FINISHED" for run in trials)
     n = max(len(trials), 1)
     recorded_ms = sorted(1000 * value for value in meter.recorded)
@@ -161,11 +169,15 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
         "recorded_p50_ms": round(statistics.median(recorded_ms), 1) if recorded_ms else None,
         "recorded_p95_ms": round(recorded_ms[int(0.95 * (len(recorded_ms) - 1))], 1) if recorded_ms else None,
         "searcher_ms_per_trial": round(1000 * meter.seconds.get("searcher", 0.0) / n, 2),
+        "searcher_cpu_ms_per_trial": round(1000 * meter.cpu.get("searcher", 0.0) / n, 2),
+        "searcher_calls": meter.calls.get("searcher", 0),
         "records_ms_per_trial": round(1000 * meter.seconds.get("records", 0.0) / n, 2),
         "view_ms_per_trial": round(1000 * meter.seconds.get("view", 0.0) / n, 2),
         "state_keeper_ms_per_trial": round(1000 * meter.seconds.get("state_keeper", 0.0) / n, 2),
         "state_saves": meter.calls.get("state_saves", 0),
         "state_saves_s": round(meter.seconds.get("state_saves", 0.0), 2),
+        "state_saves_cpu_s": round(meter.cpu.get("state_saves", 0.0), 2),
+        "records_cpu_ms_per_trial": round(1000 * meter.cpu.get("records", 0.0) / n, 2),
         "state_save_ms_each": round(
             1000 * meter.seconds.get("state_saves", 0.0) / max(meter.calls.get("state_saves", 0), 1), 1
         ),
@@ -196,29 +208,39 @@ def sweep_config(trials: int, storage: Path) -> dict[str, Any]:
     }
 
 
+RAY_START_FAILED = "timed out during startup"  # Ray's own line when its processes came up too slowly
+ATTEMPTS = 3  # a sweep whose local Ray could not start on the loaded machine is run again (counted)
+
+
 def measure(trials: int, backend: str, tracking_uri: str, scratch: Path, environment: dict[str, str]) -> dict:
-    directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
-    config = directory / "sweep.yaml"
-    config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results")))
-    command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=environment, cwd=directory, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the {trials}-trial sweep against {backend} failed:\n{done.stderr[-4000:]}")
-    row = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"backend": backend, "n": trials, **row}
+    for attempt in range(1, ATTEMPTS + 1):
+        directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
+        config = directory / "sweep.yaml"
+        config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results")))
+        command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=environment, cwd=directory, check=False
+        )
+        if done.returncode == 0:
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            return {"backend": backend, "n": trials, "attempts": attempt, **row}
+        if RAY_START_FAILED not in done.stderr or attempt == ATTEMPTS:
+            raise SystemExit(f"the {trials}-trial sweep against {backend} failed:\n{done.stderr[-4000:]}")
+        print(f"local Ray did not start ({trials} trials, {backend}): once more", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per backend, from each N to the next: totals over N's ratio (1.0 linear), per-trial costs' ratio."""
-    totals = ("wall_s", "driver_cpu_s", "state_saves", "state_saves_s")
+    totals = ("wall_s", "driver_cpu_s", "state_saves", "state_saves_s", "state_saves_cpu_s")
     per_trial = (
         "driver_cpu_ms_per_trial",
         "recorded_p50_ms",
         "recorded_p95_ms",
         "searcher_ms_per_trial",
+        "searcher_cpu_ms_per_trial",
         "records_ms_per_trial",
+        "records_cpu_ms_per_trial",
         "view_ms_per_trial",
         "state_save_ms_each",
     )
@@ -227,8 +249,10 @@ def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         own = sorted((row for row in rows if row["backend"] == backend), key=lambda row: row["n"])
         for small, large in itertools.pairwise(own):
             scale = large["n"] / small["n"]
-            ratios = {key: (large[key] or 0) / max(small[key] or 0, 1e-9) / scale for key in totals}
-            ratios |= {key: (large[key] or 0) / max(small[key] or 0, 1e-9) for key in per_trial}
+            ratio = {
+                key: (large.get(key) or 0) / max(small.get(key) or 0, 1e-9) for key in totals + per_trial
+            }
+            ratios = {key: ratio[key] / scale for key in totals} | {key: ratio[key] for key in per_trial}
             out[f"{backend} {small['n']}->{large['n']}"] = {key: round(v, 2) for key, v in ratios.items()}
     return out
 

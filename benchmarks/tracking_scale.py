@@ -20,7 +20,7 @@ Then, for each measured sweep and each source (HTTP through the server's auth; t
 phases: `search` (reading runs, tags, params and latest metrics from the store), `paper` (the parent run's
 config artifact / params), `tables` (the rest of load_runs: the pandas assembly), `histories` (metric
 histories for the training curves), `report` (the rest: tests, tables, plots, files). `--profile N` adds a
-cProfile of the HTTP analysis of the N-run sweep (top functions by cumulative time). Goals: the 1,000-run
+cProfile of the database-URI analysis of the N-run sweep (top functions, cumulative). Goals: the 1,000-run
 analysis <= 30 s over HTTP, <= 5 s with the database URI; per-run cost not growing with the sweep's size
 (the growth ratios printed: (t_large / t_small) / (n_large / n_small), 1.0 = linear).
 """
@@ -33,6 +33,7 @@ import cProfile
 import io
 import itertools
 import json
+import math
 import os
 import pstats
 import secrets
@@ -63,6 +64,7 @@ SWEEPS = 20
 LOSSES = ("ce", "focal", "dice", "dsc", "tversky")
 DEV_METRICS = ("f1", "precision", "recall", "accuracy", "loss", "pos_rate")
 EVALUATIONS = 3
+SEEDS = 5  # every configuration's seeds
 WRITERS = 4  # threads of the mlflow loader
 RUNS_PER_TRANSACTION = 250  # the bulk loader's
 STORE_FILE = "scale-store.json"  # in --store DIR: what was written (present once the store is complete)
@@ -79,12 +81,15 @@ def sweep_sizes() -> list[int]:
 def trial_records(
     index: int, sweep_id: str, parent_id: str
 ) -> tuple[list[Param], list[RunTag], list[Metric]]:
-    """What a dicelab trial logs, with made-up values (deterministic in `index`)."""
-    loss = LOSSES[index % len(LOSSES)]
-    seed = index // len(LOSSES)
+    """What a dicelab trial logs, with made-up values (deterministic in `index`): the sweep is a grid of
+    the losses x a `loss.alpha` value per SEEDS x len(LOSSES) trials, each configuration run with the same
+    SEEDS seeds (paired), as a real sweep of that size would be."""
+    seed = index % SEEDS
+    loss = LOSSES[(index // SEEDS) % len(LOSSES)]
+    alpha_step = index // (SEEDS * len(LOSSES))
     params = {
         "loss.name": loss,
-        "loss.alpha": str(0.1 * (index % 7)),
+        "loss.alpha": str(round(0.001 * alpha_step, 3)),
         "loss.gamma": "1.0",
         "loss.smoothing": "1.0",
         "loss.class_reduction": "mean",
@@ -129,7 +134,9 @@ def trial_records(
         "mlflow.runName": f"trial_{index:05d}",
     }
     now = int(time.time() * 1000)
-    base = 0.6 + 0.05 * LOSSES.index(loss) + 0.01 * ((index * 7919) % 11)
+    # a loss effect, a smooth alpha effect, a per-seed effect shared by all configurations, and noise
+    noise = ((index * 7919) % 101) / 101 - 0.5
+    base = 0.6 + 0.02 * LOSSES.index(loss) + 0.05 * math.sin(alpha_step / 7) + 0.01 * seed + 0.02 * noise
     metrics = []
     for step in range(1, EVALUATIONS + 1):
         for metric in DEV_METRICS:
@@ -429,11 +436,12 @@ def run_benchmark(args: argparse.Namespace, figures: dict[str, Any], reports: Pa
         figures["store"] = {key: value for key, value in store.items() if key != "sweeps"}
         sizes = {sweep["name"]: sweep["runs"] for sweep in store["sweeps"]}
         measured = [sweep["name"] for sweep in store["sweeps"][: len(MEASURED)]]  # written first
+        measured = [name for name in measured if not args.sizes or sizes[name] in args.sizes]
         rows = []
         for repeat in range(args.repeats):
             for name in measured:
                 for source, uri in (("http", server.tracking_uri), ("database", server.database_uri)):
-                    profile = args.profile == sizes[name] and source == "http" and repeat == 0
+                    profile = args.profile == sizes[name] and source == "database" and repeat == 0
                     out = reports / f"report-{sizes[name]}-{source}-{repeat}"
                     row = {"runs": sizes[name], "source": source, "repeat": repeat}
                     row |= measure(name, uri, out, profile=profile)
@@ -463,7 +471,8 @@ def main() -> int:
     parser.add_argument("--loader", choices=["bulk", "mlflow"], default="bulk")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     parser.add_argument("--repeats", type=int, default=1, help="analyses of each sweep and source")
-    parser.add_argument("--profile", type=int, default=0, help="cProfile the HTTP analysis of this size")
+    parser.add_argument("--sizes", type=int, nargs="+", help="measure only these of the measured sweeps")
+    parser.add_argument("--profile", type=int, default=0, help="cProfile this size (database URI)")
     parser.add_argument(
         "--quick", action="store_true", help="a 200-run store in 4 sweeps of 10 / 20 / 40 / 130: a smoke run"
     )
