@@ -4,7 +4,7 @@
   MLflow's SQLAlchemy table definitions. `search_runs` builds an ORM object per param, tag and metric,
   which grows slow at thousands of runs (docs/performance.md has the figures); four flat queries do not.
   A test checks that both sources give the same tables.
-- any other store (an `http://` tracking server): `MlflowClient.search_runs`, page by page; metric
+- any other store (an `http://` tracking server): `MlflowClient.search_runs`, 500 runs a page; metric
   histories with the REST API's `metrics/get-history-bulk-interval`, 100 runs a request (a request per run
   made the histories the largest part of analysing a large sweep over HTTP; docs/performance.md).
 """
@@ -28,7 +28,9 @@ from mlflow.utils.rest_utils import http_request, verify_rest_response
 
 from dicelab.errors import TrackingError, first_line
 
-PAGE_SIZE = 10_000  # runs per search_runs page (the SQLite store accepts up to 50,000)
+# Runs per search_runs page. Each page is one request the server answers in one go: at 5,000 runs a request
+# took the loaded 2-core server long enough that its workers were restarted mid-request (docs/performance.md).
+PAGE_SIZE = 500
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
 _HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
 _RUN_IDS_PER_REQUEST = 100  # the server's limit for that endpoint
