@@ -199,6 +199,20 @@ def test_a_trial_its_scheduler_stopped_ends_as_scheduler_stopped_never_failed(ma
     assert result.reason == "stopped by Tune's scheduler at step 4" and result.steps == 4
 
 
+def test_a_ctrl_c_ends_the_trial_as_interrupted_and_is_raised(make_config, inputs_for):
+    class CtrlCAtFirstEvaluation(Recorder):
+        def on_evaluation(self, evaluation):
+            super().on_evaluation(evaluation)
+            raise KeyboardInterrupt
+
+    config = make_config("pairs", "train.eval_every_steps=2", "train.max_steps=8")
+    recorder = CtrlCAtFirstEvaluation()
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(config, recorder, inputs=inputs_for(config))
+    assert recorder.result is not None and recorder.result.outcome == State.INTERRUPTED
+    assert re.fullmatch(r"interrupted at step 2 \(epoch [0-9.]+\)", recorder.result.reason)
+
+
 def test_non_finite_loss_stops_at_once_and_raises(make_config, inputs_for):
     config = make_config("pairs", "train.learning_rate=1e30", "train.warmup_ratio=0")
     recorder = Recorder()
