@@ -56,8 +56,9 @@ def run(address: str, head: str, reuse: bool, storage: str) -> tuple[Counter[str
         ray.shutdown()
 
 
-def start_cluster(directory: Path, env: dict[str, str]) -> tuple[str, list[conftest.Process]]:
-    """Head and worker node (one CPU, one declared GPU each) without a dashboard: less to start on 2 cores."""
+def start_cluster(directory: Path, env: dict[str, str], nodes: list[conftest.Process]) -> str:
+    """Head and worker node (one CPU, one declared GPU each) without a dashboard: less to start on 2 cores.
+    Each node goes into `nodes` as soon as it is started, so the caller stops it even when a start fails."""
     port = conftest.free_port()
     common = [
         "--num-cpus=1",
@@ -77,7 +78,7 @@ def start_cluster(directory: Path, env: dict[str, str]) -> tuple[str, list[conft
         env,
         directory,
     )
-    nodes = [head]
+    nodes.append(head)
     conftest.wait_until(lambda: conftest._started(head), 300, "the head node", head)
     worker = conftest.start(
         "ray-worker",
@@ -90,7 +91,7 @@ def start_cluster(directory: Path, env: dict[str, str]) -> tuple[str, list[conft
     )
     nodes.append(worker)
     conftest.wait_until(lambda: conftest._started(worker), 300, "the worker node", worker)
-    return f"127.0.0.1:{port}", nodes
+    return f"127.0.0.1:{port}"
 
 
 def main() -> None:
@@ -104,7 +105,7 @@ def main() -> None:
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     nodes: list[conftest.Process] = []
     try:
-        address, nodes = start_cluster(directory, env)
+        address = start_cluster(directory, env, nodes)
         ray.init(address=address, logging_level="WARNING")
         head = next(node["NodeID"] for node in ray.nodes() if "node:__internal_head__" in node["Resources"])
         ray.shutdown()
