@@ -13,9 +13,12 @@ the driver's token, is one line naming both versions (or the token), exit 2, bef
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -210,14 +213,32 @@ def cluster_versions(address: str, timeout_s: float = 30.0) -> Versions:
 
     where = f"--address {address}"
     try:
-        client = GcsClient(address=gcs_address(address))
-        raw = client.internal_kv_get(CLUSTER_METADATA_KEY, namespace=KV_NAMESPACE_CLUSTER, timeout=timeout_s)
+        with _quiet_stderr():  # Ray's C++ client logs a refused token itself: the one line below says it
+            client = GcsClient(address=gcs_address(address))
+            raw = client.internal_kv_get(
+                CLUSTER_METADATA_KEY, namespace=KV_NAMESPACE_CLUSTER, timeout=timeout_s
+            )
     except (Exception, SystemExit) as error:  # canonicalize_bootstrap_address_or_die exits when none runs
         hint = _token_hint(error)
         if hint is not None:
             raise ClusterMismatch(f"{where}: {hint}") from None
         raise DicelabError(f"{where}: no Ray cluster answers there ({_one_line(error)})") from None
     return _versions_of(_json(raw), where)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null meanwhile (C++ logging bypasses sys.stderr); the driver's other
+    threads have not started yet when the preflight runs."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def check_cluster(address: str) -> None:
