@@ -392,6 +392,10 @@ class SweepTools:
             raise AssertionError(
                 f"{' '.join(args)} timed out after {timeout_s}s:\n{stdout}\n{stderr}"
             ) from None
+        except BaseException:  # Ctrl-C or pytest-timeout: the command (and its local Ray) goes too
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            raise
         return subprocess.CompletedProcess(popen.args, popen.returncode, stdout, stderr)
 
     def start(self, args: list[str], cwd: Path) -> Process:
