@@ -28,8 +28,8 @@ from mlflow.utils.rest_utils import http_request, verify_rest_response
 
 from dicelab.errors import TrackingError, first_line
 
-# Runs per search_runs page. Each page is one request the server answers in one go: at 5,000 runs a request
-# took the loaded 2-core server long enough that its workers were restarted mid-request (docs/performance.md).
+# Runs per search_runs page: each page is one request, answered in one go. A 5,000-run page took the loaded
+# 2-core server minutes, longer than its workers lived between restarts there (docs/performance.md).
 PAGE_SIZE = 500
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
 _HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
