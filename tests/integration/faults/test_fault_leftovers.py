@@ -29,7 +29,7 @@ def test_leftovers_of_a_dead_driver_are_killed_and_other_clusters_are_not(tmp_pa
             record = {
                 "driver_pid": driver.pid,
                 "driver_start": 1 if driver is dead_driver else local_ray.start_time(driver.pid),
-                "node_id": node,
+                "node_marker": f"RAY_NODE_ID={node}",  # in the environment of the node's processes
                 "processes": [],
             }
             (tmp_path / session / local_ray.RECORD_NAME).write_text(json.dumps(record))
