@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.power import TTestPower
+from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from dicelab.stats import (
     BETTER,
@@ -134,6 +135,52 @@ def test_seeds_needed_matches_statsmodels_and_floors_at_min_n():
     assert seeds_needed(math.nan, 1.0) is None
     with pytest.raises(ValueError):
         seeds_needed(1.0, 0.0)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_seeds_needed_is_statsmodels_solve_power_rounded_up_across_effect_sizes(paired):
+    solver = TTestPower() if paired else TTestIndPower()
+    checked = 0
+    for effect in np.geomspace(0.03, 5.0, 60):
+        for alpha in (0.05, 0.0125):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                solved = float(solver.solve_power(effect_size=effect, alpha=alpha, power=0.8))
+            if not math.isfinite(solved):  # statsmodels' root search fails at some large effects (below)
+                continue
+            size = "nobs" if paired else "nobs1"
+            around = [max(math.ceil(solved) + step, 2) for step in (-1, 0)]
+            if np.isnan(solver.power(effect_size=effect, alpha=alpha, **{size: np.array(around)})).any():
+                continue  # its power is NaN there, so its root is not the answer either (see below)
+            floor = min_pairs_for_significance("t", paired=paired, alpha=alpha)
+            expected = min(max(math.ceil(solved - 1e-9), floor), 10_000)
+            found = seeds_needed(1.0, effect, alpha=alpha, paired=paired, test="t")
+            assert found == expected, (effect, alpha)
+            checked += 1
+    assert checked > 100
+
+
+def test_where_statsmodels_power_is_nan_the_answer_is_the_simulated_one():
+    # effect 4.58 sd, alpha 0.0125, paired: statsmodels' power is NaN at n=3 and its solve_power says 2.89; a
+    # simulation of the paired t test gives power 0.55 at n=3 and 0.96 at n=4, so 4 pairs are needed
+    rng = np.random.default_rng(0)
+    effect, alpha = 4.584706630549912, 0.0125
+    simulated = {}
+    for n in (3, 4):
+        x = rng.normal(effect, 1.0, (100_000, n))
+        t = x.mean(axis=1) / (x.std(axis=1, ddof=1) / math.sqrt(n))
+        simulated[n] = float(np.mean(np.abs(t) > stats.t.ppf(1 - alpha / 2, n - 1)))
+    assert simulated[3] < 0.8 <= simulated[4]
+    assert seeds_needed(1.0, effect, alpha=alpha, test="t") == 4
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_a_huge_effect_needs_the_tests_minimum_not_the_cap(paired):
+    # solve_power returns NaN here (the noncentral t's far tail underflows); the answer is the test's floor
+    for effect in (6.0, 6.6, 8.0, 20.0):
+        assert seeds_needed(1.0, effect, paired=paired) == min_pairs_for_significance(
+            "permutation", paired=paired
+        )
 
 
 def test_equivalence_within_margin():
