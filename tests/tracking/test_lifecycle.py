@@ -175,3 +175,24 @@ def test_the_run_name_says_the_result_once(client, new_run, event, degenerate, s
     for _ in range(2):  # labelling again (a resumed sweep's end) keeps one suffix
         lifecycle.label(client, client.get_run(trial_run.run_id), "f1")
     assert client.get_run(trial_run.run_id).info.run_name == f"ce seed=1 · {suffix}"
+
+
+def test_the_status_names_are_mlflows():
+    from mlflow.entities import RunStatus
+
+    statuses = {record.status for record in lifecycle.RECORDS.values()} - {None}
+    assert statuses == {
+        RunStatus.to_string(s)
+        for s in (RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED)
+    }
+
+
+def test_the_states_import_no_mlflow():
+    # the trial loop imports the states; benchmarks/gpu_check.py carries the loop to machines without MLflow
+    import subprocess
+    import sys
+
+    code = "import sys, dicelab.tracking.lifecycle, dicelab.training.loop; print('mlflow' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-
-from mlflow import MlflowClient
-from mlflow.entities import Run, RunStatus, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
-from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+from typing import TYPE_CHECKING
 
 from dicelab.tracking import conventions as names
+
+if TYPE_CHECKING:  # MLflow is imported where a run is written: the trial loop's states import no MLflow
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
 
 TRIAL_STATE = "dicelab.trial_state"  # tag: the lifecycle state a trial's run ended in (absent while running)
 RESTORED_FROM_STEP = "dicelab.restored_from_step"  # tag: the trial continued from a checkpoint at this step
@@ -95,17 +95,18 @@ class Record:
     suffix: str  # after the metric in the run's name ("" for none), or the whole result when it has no metric
 
 
-_FINISHED, _FAILED = RunStatus.to_string(RunStatus.FINISHED), RunStatus.to_string(RunStatus.FAILED)
+# MLflow's RunStatus names (a test checks them against mlflow.entities.RunStatus)
+_RUNNING, _FINISHED, _FAILED, _KILLED = "RUNNING", "FINISHED", "FAILED", "KILLED"
 RECORDS: dict[State, Record] = {
     State.PENDING: Record(None, None, ""),
-    State.RUNNING: Record(None, RunStatus.to_string(RunStatus.RUNNING), "running"),
+    State.RUNNING: Record(None, _RUNNING, "running"),
     State.COMPLETED: Record(names.COMPLETED, _FINISHED, ""),
     State.EARLY_STOPPED: Record(names.EARLY_STOPPED, _FINISHED, "early stopped"),
     # Counted with early-stopped trials by the analysis (a budget cut, not a failure); TRIAL_STATE says which.
     State.SCHEDULER_STOPPED: Record(names.EARLY_STOPPED, _FINISHED, "stopped by scheduler"),
     State.NON_FINITE: Record(names.NON_FINITE, _FAILED, "non finite"),
     State.FAILED: Record(names.FAILED, _FAILED, "failed"),
-    State.INTERRUPTED: Record(None, RunStatus.to_string(RunStatus.KILLED), "interrupted"),
+    State.INTERRUPTED: Record(None, _KILLED, "interrupted"),
 }
 # The trial loop's outcomes (TrialResult.outcome) and the event that records each.
 ENDING_EVENT: dict[State, Event] = {state: event for event, state in _TERMINAL.items()}
@@ -158,6 +159,8 @@ def outcome_of(run: Run) -> str:
 
 
 def _clip(text: str) -> str:
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
     return text if len(text) <= MAX_TAG_VAL_LENGTH else text[: MAX_TAG_VAL_LENGTH - 3] + "..."
 
 
@@ -192,6 +195,8 @@ class TrialRun:
         return new
 
     def _end(self, state: State, reason: str | None, extra: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
         record = RECORDS[state]
         tags = {**extra, TRIAL_STATE: state.value}
         if record.outcome is not None:
@@ -203,6 +208,8 @@ class TrialRun:
         self.client.set_terminated(self.run_id, status=record.status)
 
     def _reopen(self, run: Run, restored_from_step: int | None, extra: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
         # an earlier attempt's record; this one records its own (a restart has no restored step)
         for stale in (names.OUTCOME, names.REASON, TRIAL_STATE, RESTORED_FROM_STEP):
             if stale in run.data.tags:
@@ -234,6 +241,8 @@ def result_label(run: Run, metric: str) -> str:
 
 def label(client: MlflowClient, run: Run, metric: str) -> None:
     """Give the run's name its result (idempotent: an earlier label is replaced)."""
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+
     base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
     name = f"{base}{RESULT_SEPARATOR}{result_label(run, metric)}"
     if name != run.info.run_name:
