@@ -5,8 +5,11 @@ logged."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,28 +20,37 @@ from dicelab.sweeps.ray_adapter import ClusterMismatch, Versions
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster_env(ray_env, monkeypatch):
-    """This process as a driver of the cluster: its token (the GCS client reads it when created)."""
-    for key in [key for key in os.environ if key.startswith("RAY_")]:
-        monkeypatch.delenv(key)
-    for key, value in ray_env.items():
-        if key.startswith("RAY_"):
-            monkeypatch.setenv(key, value)
-    return ray_env
+# Ray's C++ client reads the token once per process, so the driver's side runs in a fresh process of its own
+# (this test process may already have met another cluster's token in an earlier test of its worker).
+DRIVER = """
+import json, sys
+from ray.job_submission import JobSubmissionClient
+from dicelab.sweeps import ray_adapter
+address, dashboard = sys.argv[1:3]
+reported = ray_adapter.cluster_versions(address)
+ray_adapter.check_cluster(address)  # the same versions: no error
+client = JobSubmissionClient(dashboard)
+board = ray_adapter.dashboard_versions(client, dashboard)
+ray_adapter.check_dashboard(client, dashboard)
+driver = ray_adapter.driver_versions()
+print(json.dumps([[v.ray, v.python] for v in (driver, reported, board)]))
+"""
 
 
-def test_the_cluster_reports_the_drivers_versions_and_another_driver_gets_one_line(ray_cluster, cluster_env):
-    driver = ray_adapter.driver_versions()
-    reported = ray_adapter.cluster_versions(ray_cluster.address)
-    assert reported == driver
-    ray_adapter.check_cluster(ray_cluster.address)  # the same versions: no error
-
-    from ray.job_submission import JobSubmissionClient
-
-    client = JobSubmissionClient(ray_cluster.dashboard)
-    assert ray_adapter.dashboard_versions(client, ray_cluster.dashboard) == driver
-    ray_adapter.check_dashboard(client, ray_cluster.dashboard)
+def test_the_cluster_reports_the_drivers_versions_and_another_driver_gets_one_line(ray_cluster, ray_env):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    env.update({key: value for key, value in ray_env.items() if key.startswith("RAY_")})
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, ray_cluster.address, ray_cluster.dashboard],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    driver, reported, board = (Versions(*found) for found in json.loads(done.stdout.strip().splitlines()[-1]))
+    assert reported == driver == board
+    assert driver == ray_adapter.driver_versions()
 
     # a driver of the next Ray release, and one on another Python, against what the cluster reported
     where = f"--address {ray_cluster.address}"
