@@ -20,13 +20,10 @@ import pandas as pd
 import sqlalchemy as sa
 from mlflow.entities import LifecycleStage, ViewType
 from mlflow.exceptions import MlflowException
-from mlflow.store.db.db_types import DATABASE_ENGINES
-from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
 from mlflow.tracking import MlflowClient
-from mlflow.utils.credentials import get_default_host_creds
-from mlflow.utils.rest_utils import http_request, verify_rest_response
 
 from dicelab.errors import TrackingError, first_line
+from dicelab.tracking import mlflow_adapter
 
 # Runs per search_runs page: each page is one request, answered in one go. A 5,000-run page took the loaded
 # 2-core server minutes, longer than its workers lived between restarts there (docs/performance.md).
@@ -48,7 +45,7 @@ class RunTables:
 
 
 def is_sql_store(uri: str) -> bool:
-    return uri.split(":", 1)[0].split("+", 1)[0] in DATABASE_ENGINES
+    return mlflow_adapter.is_database_uri(uri)
 
 
 def read_run_tables(
@@ -70,7 +67,7 @@ def read_histories(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd
 
 
 def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
-    metric = SqlMetric.__table__.c
+    metric = mlflow_adapter.run_tables()["metrics"].c
     frames = []
     with _connection(uri) as connection:
         for chunk in _chunks(run_ids):
@@ -83,17 +80,14 @@ def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
 
 
 def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd.DataFrame:
-    creds = get_default_host_creds(client.tracking_uri)
     rows = []
     for chunk in _chunks(run_ids, _RUN_IDS_PER_REQUEST):
         try:
-            response = http_request(
-                creds,
+            points = mlflow_adapter.rest_get(
+                client.tracking_uri,
                 _HISTORY_ENDPOINT,
-                "GET",
-                params={"run_ids": list(chunk), "metric_key": key, "max_results": _POINTS_PER_RUN},
-            )
-            points = verify_rest_response(response, _HISTORY_ENDPOINT).json().get("metrics", [])
+                {"run_ids": list(chunk), "metric_key": key, "max_results": _POINTS_PER_RUN},
+            ).get("metrics", [])
         except MlflowException as error:
             raise TrackingError(f"cannot read {key} of {len(chunk)} runs: {first_line(error)}") from None
         # the JSON writes NaN and infinities as strings ("NaN", "Infinity"), which float() reads
@@ -102,14 +96,16 @@ def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd
 
 
 def _read_sql(uri: str, experiment_id: str) -> RunTables:
-    run = SqlRun.__table__.c
+    tables = mlflow_adapter.run_tables()
+    runs = tables["runs"]
+    run = runs.c
     active = sa.and_(run.experiment_id == int(experiment_id), run.lifecycle_stage == LifecycleStage.ACTIVE)
 
     def keyed(table: sa.Table, *extra: sa.ColumnElement) -> sa.Select:
         columns = table.c
         return (
             sa.select(columns.run_uuid.label("run_id"), columns.key, columns.value, *extra)
-            .join(SqlRun.__table__, columns.run_uuid == run.run_uuid)
+            .join(runs, columns.run_uuid == run.run_uuid)
             .where(active)
         )
 
@@ -124,11 +120,10 @@ def _read_sql(uri: str, experiment_id: str) -> RunTables:
             ).where(active),
             connection,
         )
-        tags = pd.read_sql(keyed(SqlTag.__table__), connection)
-        params = pd.read_sql(keyed(SqlParam.__table__), connection)
-        metrics = pd.read_sql(
-            keyed(SqlLatestMetric.__table__, SqlLatestMetric.__table__.c.is_nan), connection
-        )
+        tags = pd.read_sql(keyed(tables["tags"]), connection)
+        params = pd.read_sql(keyed(tables["params"]), connection)
+        latest = tables["latest_metrics"]
+        metrics = pd.read_sql(keyed(latest, latest.c.is_nan), connection)
     return RunTables(info, tags, params, _nan_where_flagged(metrics).drop(columns="is_nan"))
 
 

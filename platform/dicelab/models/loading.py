@@ -31,10 +31,10 @@ def load_model(
     from mlflow.exceptions import MlflowException
 
     # models:/ and runs:/ resolve through the process's tracking (and registry) URI, whatever is passed
-    # to download_artifacts: point it at the store for the download (MLflow's own scoped switch).
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+    # to download_artifacts: point it at the store for the download.
+    from dicelab.tracking.mlflow_adapter import use_tracking_uri
 
-    scope = _use_tracking_uri(tracking_uri) if tracking_uri else contextlib.nullcontext()
+    scope = use_tracking_uri(tracking_uri) if tracking_uri else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="dicelab-download-") as tmp, scope, quiet_transfers():
         try:
             local = mlflow.artifacts.download_artifacts(text, dst_path=tmp)

@@ -137,10 +137,10 @@ def log_model(
         ref = ModelRef(f"models:/{model_id}", model_id, f"runs:/{run_id}/{MODEL_NAME}")
         client.set_tag(run_id, MODEL_TAG, ref.uri)
         if register:
-            from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+            from dicelab.tracking.mlflow_adapter import use_tracking_uri
 
             # the registry resolves the version's models:/ source through the process's tracking URI
-            with _use_tracking_uri(tracking_uri):
+            with use_tracking_uri(tracking_uri):
                 ref.version = _register(client, register, ref, run_id)
     except MlflowException as error:
         raise TrackingError(f"saving the model of run {run_id} in {tracking_uri}: {error.message}") from None
@@ -173,12 +173,13 @@ def _tokenizer(tokenizer: Any) -> Any:
 
 def _register(client: Any, name: str, ref: ModelRef, run_id: str) -> str:
     from mlflow.exceptions import MlflowException
-    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+    from dicelab.tracking.mlflow_adapter import already_exists
 
     try:
         client.create_registered_model(name)
     except MlflowException as error:
-        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+        if not already_exists(error):
             raise
     version = client.create_model_version(name, ref.uri, run_id=run_id, model_id=ref.model_id)
     return str(version.version)

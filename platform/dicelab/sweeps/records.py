@@ -11,12 +11,11 @@ from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run, RunStatus
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun
 from dicelab.tracking.lifecycle import outcome_of as outcome_of  # the sweep's counts read it from here
+from dicelab.tracking.mlflow_adapter import MAX_PARAM_VALUE_LENGTH, MAX_TAG_VALUE_LENGTH, PARENT_RUN_ID_TAG
 
 RUNNING = RunStatus.to_string(RunStatus.RUNNING)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
@@ -27,7 +26,7 @@ INTERRUPTED = State.INTERRUPTED.value  # not an outcome tag: a trial stopped wit
 STATUS_OF_OUTCOME = {record.outcome: record.status for record in RECORDS.values() if record.outcome}
 
 
-def clip(text: Any, limit: int = MAX_TAG_VAL_LENGTH) -> str:
+def clip(text: Any, limit: int = MAX_TAG_VALUE_LENGTH) -> str:
     text = str(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -48,7 +47,7 @@ def find_point_run(
 ) -> Run | None:
     """The sweep's trial run with these params (a configuration on one seed), whatever its trial id."""
     where = " and ".join(
-        f"params.`{key}` = '{clip(value, MAX_PARAM_VAL_LENGTH)}'" for key, value in params.items()
+        f"params.`{key}` = '{clip(value, MAX_PARAM_VALUE_LENGTH)}'" for key, value in params.items()
     )
     runs = client.search_runs(
         [experiment_id],
@@ -87,9 +86,9 @@ def create_trial_run(
     run = client.create_run(
         experiment_id,
         run_name=run_name,
-        tags={names.ROLE: names.ROLE_TRIAL, MLFLOW_PARENT_RUN_ID: parent_run_id, **tags},
+        tags={names.ROLE: names.ROLE_TRIAL, PARENT_RUN_ID_TAG: parent_run_id, **tags},
     )
-    items = [Param(key, clip(value, MAX_PARAM_VAL_LENGTH)) for key, value in params.items()]
+    items = [Param(key, clip(value, MAX_PARAM_VALUE_LENGTH)) for key, value in params.items()]
     for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
         client.log_batch(run.info.run_id, params=items[start : start + 100])
     return run.info.run_id

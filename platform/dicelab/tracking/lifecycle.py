@@ -159,9 +159,9 @@ def outcome_of(run: Run) -> str:
 
 
 def _clip(text: str) -> str:
-    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+    from dicelab.tracking.mlflow_adapter import MAX_TAG_VALUE_LENGTH
 
-    return text if len(text) <= MAX_TAG_VAL_LENGTH else text[: MAX_TAG_VAL_LENGTH - 3] + "..."
+    return text if len(text) <= MAX_TAG_VALUE_LENGTH else text[: MAX_TAG_VALUE_LENGTH - 3] + "..."
 
 
 class TrialRun:
@@ -241,9 +241,9 @@ def result_label(run: Run, metric: str) -> str:
 
 def label(client: MlflowClient, run: Run, metric: str) -> None:
     """Give the run's name its result (idempotent: an earlier label is replaced)."""
-    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+    from dicelab.tracking.mlflow_adapter import RUN_NAME_TAG
 
     base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
     name = f"{base}{RESULT_SEPARATOR}{result_label(run, metric)}"
     if name != run.info.run_name:
-        client.set_tag(run.info.run_id, MLFLOW_RUN_NAME, name)
+        client.set_tag(run.info.run_id, RUN_NAME_TAG, name)

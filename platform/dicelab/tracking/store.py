@@ -167,12 +167,12 @@ def _get_status(
 
 def _login_header() -> dict[str, str]:
     """Basic auth from where MLflow's client takes it: the environment, else ~/.mlflow/credentials."""
-    from mlflow.utils.credentials import read_mlflow_creds
+    from dicelab.tracking.mlflow_adapter import basic_auth
 
-    credentials = read_mlflow_creds()
-    if not credentials.username or not credentials.password:
+    credentials = basic_auth()
+    if credentials is None:
         return {}
-    token = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
+    token = base64.b64encode(":".join(credentials).encode()).decode()
     return {"Authorization": f"Basic {token}"}
 
 
@@ -210,7 +210,8 @@ def artifact_location(uri: str, experiment: str) -> str | None:
 def ensure_experiment(client: MlflowClient, name: str) -> str:
     """The id of experiment `name`, created if missing; safe when concurrent trials create it at once."""
     from mlflow.exceptions import MlflowException
-    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+    from dicelab.tracking.mlflow_adapter import already_exists
 
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
@@ -221,7 +222,7 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
                 tags={names.EXPERIMENT_KIND: names.EXPERIMENT_KIND_TRAINING},
             )
         except MlflowException as error:
-            if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+            if not already_exists(error):
                 raise
         experiment = client.get_experiment_by_name(name)
         if experiment is None:

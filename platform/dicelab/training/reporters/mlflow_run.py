@@ -15,13 +15,12 @@ from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import first_line
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import ENDING_EVENT, State, TrialRun, reopening_event
+from dicelab.tracking.mlflow_adapter import MAX_PARAM_VALUE_LENGTH, MAX_TAG_VALUE_LENGTH, PARENT_RUN_ID_TAG
 from dicelab.tracking.store import ensure_experiment
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
 
@@ -78,9 +77,10 @@ class MlflowReporter(Reporter):
         if info.get("backbone_commit"):
             tags[names.BACKBONE_COMMIT] = info["backbone_commit"]
         if self.parent_run_id:
-            tags[MLFLOW_PARENT_RUN_ID] = self.parent_run_id
+            tags[PARENT_RUN_ID_TAG] = self.parent_run_id
         params = {
-            key: _truncate(str(value), MAX_PARAM_VAL_LENGTH) for key, value in flatten_config(config).items()
+            key: _truncate(str(value), MAX_PARAM_VALUE_LENGTH)
+            for key, value in flatten_config(config).items()
         }
         if self.run_id is None:
             experiment_id = ensure_experiment(self.client, self.experiment)
@@ -96,7 +96,7 @@ class MlflowReporter(Reporter):
         self.client.log_batch(
             self.run_id,
             params=[Param(key, value) for key, value in params.items()],
-            tags=[RunTag(key, _truncate(str(value), MAX_TAG_VAL_LENGTH)) for key, value in tags.items()],
+            tags=[RunTag(key, _truncate(str(value), MAX_TAG_VALUE_LENGTH)) for key, value in tags.items()],
         )
 
     def on_evaluation(self, evaluation: Evaluation) -> None:
@@ -155,7 +155,7 @@ class MlflowReporter(Reporter):
             )
         except Exception as error:
             reason = first_line(error, with_type=True)
-            tags[MODEL_ERROR_TAG] = _truncate(reason, MAX_TAG_VAL_LENGTH)
+            tags[MODEL_ERROR_TAG] = _truncate(reason, MAX_TAG_VALUE_LENGTH)
             print(f"dicelab: the trial's model was not saved: {reason}", file=sys.stderr, flush=True)
             return
         result.model_uri = ref.uri

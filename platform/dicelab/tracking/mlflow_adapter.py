@@ -1,0 +1,104 @@
+"""Every MLflow touch point outside its documented client API, in one place, each with its reason.
+
+dicelab talks to MLflow through `mlflow.MlflowClient`, `mlflow.entities`, `mlflow.exceptions`,
+`mlflow.artifacts`, `mlflow.models` and `mlflow.pyfunc`. What they do not offer comes from MLflow's own
+modules, through this module only: `tests/tracking/test_mlflow_adapter.py` fails naming the touch point when
+an MLflow release moves one, and keeps every other dicelab module off `mlflow.utils`, `mlflow.store`,
+`mlflow.protos` and MLflow's private modules. The Ray counterpart is `dicelab.sweeps.ray_adapter`.
+
+Importing this module imports MLflow (about 3 CPU-seconds): modules that must stay light import it inside the
+function that needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from mlflow.exceptions import MlflowException
+
+# Why: MLflow's system tags (documented as tag names, defined in mlflow.utils): a nested run names its parent
+# with the first; the second is the run name the UI shows, which dicelab suffixes with the trial's result.
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID as PARENT_RUN_ID_TAG
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME as RUN_NAME_TAG
+
+# Why: the store's value limits; dicelab clips long values itself rather than have a whole log_batch refused.
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH as MAX_PARAM_VALUE_LENGTH
+from mlflow.utils.validation import MAX_TAG_VAL_LENGTH as MAX_TAG_VALUE_LENGTH
+
+__all__ = [
+    "MAX_PARAM_VALUE_LENGTH",
+    "MAX_TAG_VALUE_LENGTH",
+    "PARENT_RUN_ID_TAG",
+    "RUN_NAME_TAG",
+    "already_exists",
+    "basic_auth",
+    "is_database_uri",
+    "rest_get",
+    "run_tables",
+    "use_tracking_uri",
+]
+
+
+def already_exists(error: MlflowException) -> bool:
+    """Whether `error` is MLflow's RESOURCE_ALREADY_EXISTS (two processes creating one experiment or
+    registered model at once): its error code is a protobuf enum name, not an exception class."""
+    from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+    return error.error_code == ErrorCode.Name(RESOURCE_ALREADY_EXISTS)
+
+
+def basic_auth() -> tuple[str, str] | None:
+    """(username, password) from where MLflow's own client reads them: MLFLOW_TRACKING_USERNAME /
+    MLFLOW_TRACKING_PASSWORD, else ~/.mlflow/credentials; None when either is missing. dicelab's /health check
+    sends them without building a client."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    credentials = read_mlflow_creds()
+    if not credentials.username or not credentials.password:
+        return None
+    return credentials.username, credentials.password
+
+
+def rest_get(tracking_uri: str, endpoint: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """GET a tracking server's REST `endpoint` with MLflow's own credentials, TLS settings and retries, for
+    what MlflowClient does not wrap (the bulk metric-history endpoint). Raises MlflowException."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+    response = http_request(get_default_host_creds(tracking_uri), endpoint, "GET", params=dict(params))
+    return verify_rest_response(response, endpoint).json()
+
+
+def is_database_uri(uri: str) -> bool:
+    """Whether `uri` names a SQL store MLflow can back (sqlite, postgresql, mysql, mssql, with a driver)."""
+    from mlflow.store.db.db_types import DATABASE_ENGINES
+
+    return uri.split(":", 1)[0].split("+", 1)[0] in DATABASE_ENGINES
+
+
+def run_tables() -> dict[str, Any]:
+    """MLflow's SQLAlchemy tables of a SQL store: runs, tags, params, metrics (every logged value) and
+    latest_metrics. The analysis reads them with flat SELECTs, far faster than search_runs at thousands of
+    runs (docs/performance.md); a test checks that both give the same tables."""
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
+
+    return {
+        "runs": SqlRun.__table__,
+        "tags": SqlTag.__table__,
+        "params": SqlParam.__table__,
+        "metrics": SqlMetric.__table__,
+        "latest_metrics": SqlLatestMetric.__table__,
+    }
+
+
+@contextlib.contextmanager
+def use_tracking_uri(uri: str) -> Iterator[None]:
+    """Point the process's tracking URI at `uri` for the block, then back: `models:/` and `runs:/` URIs (a
+    download, a model version's source) resolve through it, whatever store a client was given. MLflow's own
+    scoped switch, which restores the previous URI even when the block raises."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with _use_tracking_uri(uri):
+        yield
