@@ -140,6 +140,18 @@ def test_tune_reads_its_environment_switches(variable, monkeypatch):
     )
 
 
+def test_a_trial_actor_reads_its_wait_for_the_last_trials_thread():
+    (variable,) = ray_adapter.TRIAL_THREAD_WAIT_ENV
+    from ray.tune.trainable import function_trainable
+
+    source = inspect.getsource(function_trainable.FunctionTrainable.reset_config)
+    contract(
+        f"Tune's environment variable {variable} (TRIAL_THREAD_WAIT_ENV, read in reset_config)",
+        f'"{variable}"' in source,
+        "Without it a worker whose stopped trial takes over 2 s to end is replaced by a new one.",
+    )
+
+
 def test_ray_train_storage_logger_exists():
     from ray.train._internal import storage
 

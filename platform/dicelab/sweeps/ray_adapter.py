@@ -100,6 +100,14 @@ def bare_trial_actors() -> None:
     class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
 
 
+# Read by a trial actor when Tune hands it the next trial (FunctionTrainable.reset_config): how long to wait
+# for the last trial's thread to end; a thread still alive then (Tune's default wait is 2 s) makes Tune
+# drop the actor and start a new worker, which imports torch, transformers, Tune and MLflow again (about
+# 15 CPU-seconds). A trial that the scheduler stopped (ASHA) still records its run's end to MLflow in that
+# thread, which on a loaded machine takes longer than 2 s.
+TRIAL_THREAD_WAIT_ENV = {"TUNE_FUNCTION_THREAD_TIMEOUT_S": "30"}
+
+
 def quiet_tune_driver() -> None:
     """Tune's environment switches, read by its driver: the sweep's own view instead of Tune's console output
     (its new output engine prints even at verbose=0); the experiment state saved every second (what --resume
