@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import inspect
 import mmap
+import os
 from pathlib import Path
 
 import pytest
@@ -140,14 +141,16 @@ def test_tune_reads_its_environment_switches(variable, monkeypatch):
     )
 
 
-def test_a_trial_actor_reads_its_wait_for_the_last_trials_thread():
-    (variable,) = ray_adapter.TRIAL_THREAD_WAIT_ENV
+def test_a_trial_worker_reads_its_wait_for_the_last_trials_thread(monkeypatch):
     from ray.tune.trainable import function_trainable
 
+    variable = ray_adapter.TRIAL_THREAD_WAIT_ENV
+    monkeypatch.delenv(variable, raising=False)
+    ray_adapter.wait_for_stopped_trial_threads()
     source = inspect.getsource(function_trainable.FunctionTrainable.reset_config)
     contract(
-        f"Tune's environment variable {variable} (TRIAL_THREAD_WAIT_ENV, read in reset_config)",
-        f'"{variable}"' in source,
+        f"Tune's environment variable {variable} (wait_for_stopped_trial_threads, read in reset_config)",
+        os.environ[variable] == "30" and f'"{variable}"' in source and "is_alive()" in source,
         "Without it a worker whose stopped trial takes over 2 s to end is replaced by a new one.",
     )
 

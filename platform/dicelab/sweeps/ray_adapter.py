@@ -101,11 +101,19 @@ def bare_trial_actors() -> None:
 
 
 # Read by a trial actor when Tune hands it the next trial (FunctionTrainable.reset_config): how long to wait
-# for the last trial's thread to end; a thread still alive then (Tune's default wait is 2 s) makes Tune
-# drop the actor and start a new worker, which imports torch, transformers, Tune and MLflow again (about
-# 15 CPU-seconds). A trial that the scheduler stopped (ASHA) still records its run's end to MLflow in that
-# thread, which on a loaded machine takes longer than 2 s.
-TRIAL_THREAD_WAIT_ENV = {"TUNE_FUNCTION_THREAD_TIMEOUT_S": "30"}
+# for the last trial's thread to end.
+TRIAL_THREAD_WAIT_ENV = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
+TRIAL_THREAD_WAIT_S = 30
+
+
+def wait_for_stopped_trial_threads() -> None:
+    """In a trial's worker: Tune reuses it for the next trial once the last trial's thread has ended, and
+    waits 2 s for that by default; a thread still alive then makes Tune drop the worker and start a new one,
+    which imports torch, transformers, Tune and MLflow again (about 15 CPU-seconds). A trial that the
+    scheduler stopped (ASHA) still records its run's end to MLflow in that thread, which on a loaded machine
+    takes longer than 2 s: the worker waits up to 30 s instead (ending as soon as the thread does), unless
+    its environment sets the variable."""
+    os.environ.setdefault(TRIAL_THREAD_WAIT_ENV, str(TRIAL_THREAD_WAIT_S))
 
 
 def quiet_tune_driver() -> None:

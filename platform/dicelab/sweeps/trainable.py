@@ -271,6 +271,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
     # terminal, would bury the sweep's own view.
     ray_adapter.quiet_checkpoint_logs()
+    ray_adapter.wait_for_stopped_trial_threads()  # so that a stopped trial's worker takes the next trial
     transformers.utils.logging.disable_progress_bar()
     config, overrides = trial_config(context, point_of(tune_config, context.plan))
     trial_id = tune.get_context().get_trial_id()

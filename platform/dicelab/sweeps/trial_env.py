@@ -1,5 +1,4 @@
-"""The environment of the processes that run a sweep's trials: glibc's malloc with a single arena, and
-Tune's wait for a stopped trial's thread before its worker takes the next trial.
+"""The environment of the processes that run a sweep's trials: glibc's malloc with a single arena.
 
 Tune runs a trial's function in a second thread of its actor, and glibc gives a new thread a malloc arena
 of its own. That arena hands memory back to the kernel far more eagerly than the main one, and a training
@@ -12,11 +11,6 @@ glibc reads the variable when a process starts, so it is set where Ray starts it
 environment a private local Ray inherits from the driver, and in the runtime env of a sweep on a cluster.
 A value set in the driver's environment wins everywhere, and one that the Ray job sets wins over both.
 Other C libraries (musl, or a preloaded jemalloc) ignore it.
-
-A worker that ran a trial takes the next one (Tune's actor reuse: no second import of torch and the rest)
-once the last trial's thread has ended; a trial that the scheduler stopped still records its run's end in
-that thread. Tune waits 2 s for it by default and otherwise starts a new worker; the trials wait up to 30 s
-(`ray_adapter.TRIAL_THREAD_WAIT_ENV`), a wait that ends as soon as the thread does.
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ import os
 
 from dicelab.sweeps import ray_adapter
 
-TRIAL_ENV = {"MALLOC_ARENA_MAX": "1", **ray_adapter.TRIAL_THREAD_WAIT_ENV}
+TRIAL_ENV = {"MALLOC_ARENA_MAX": "1"}
 # The MLflow client settings of the driver's shell, given to the trials on a cluster (a sweep joining one with
 # --address, a job `dicelab submit` starts) so that trials on every node log to the same server with the same
 # login. A runtime env is visible to anyone who can read the cluster's dashboard: on a shared cluster set
