@@ -346,12 +346,15 @@ def _console(progress: Progress | None, verbose: bool) -> Console | None:
     if verbose:
         return Console()
     if progress is not None:
-        return Console(file=_Lines(progress), width=120, soft_wrap=True, force_terminal=False)
+        # force_jupyter=False: in a notebook rich would display the lines instead of writing them to `file`
+        return Console(
+            file=_Lines(progress), width=120, soft_wrap=True, force_terminal=False, force_jupyter=False
+        )
     return None
 
 
 def _silent() -> Console:
-    return Console(file=io.StringIO(), force_terminal=False)
+    return Console(file=io.StringIO(), force_terminal=False, force_jupyter=False)
 
 
 def _decision_lines(runs: Any) -> list[str]:
