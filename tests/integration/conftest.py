@@ -1,7 +1,8 @@
 """Real components for the integration tests, started here and stopped by process group id:
 
-- a two-node Ray cluster on 127.0.0.1 (`ray start --head` plus a worker node, one CPU each) with token
-  authentication (RAY_AUTH_MODE=token, the token in a file of the session's temp dir) and its own temp dir,
+- a two-node Ray cluster on 127.0.0.1 (`ray start --head` plus a worker node, one CPU and one declared GPU
+  each) with token authentication (RAY_AUTH_MODE=token, the token in a file of the session's temp dir) and
+  its own temp dir, shared by the tests that run one after another in a test process (SharedCluster),
 - an MLflow tracking server over HTTP (SQLite backend, local artifact store).
 
 Every port is a free one, so the tests never meet another Ray cluster or server on the machine.
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -157,30 +159,31 @@ class RayCluster:
         return found
 
 
-def alive_nodes(address: str, env: dict[str, str]) -> list[dict[str, Any]]:
-    """`ray list nodes` of the ALIVE nodes (node_id, is_head_node, ...); [] while the cluster can't answer."""
-    done = subprocess.run(
-        [
-            str(BIN / "ray"),
-            "list",
-            "nodes",
-            "--address",
-            address,
-            "--format",
-            "json",
-            "--filter",
-            "state=ALIVE",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if done.returncode != 0:
-        return []
+def state_list(dashboard: str, resource: str, env: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+    """Ray's state API (what `ray list RESOURCE --address DASHBOARD` asks) over HTTP, with the cluster's
+    token from `env`: a `ray list` process costs about 3.5 CPU-seconds (it imports Ray), this a request.
+    `params` are the API's query options (limit, detail, filter_keys/_predicates/_values)."""
+    headers = {}
+    token_path = env.get("RAY_AUTH_TOKEN_PATH")
+    if token_path:
+        headers["authorization"] = f"Bearer {Path(token_path).read_text().strip()}"
+    query = urllib.parse.urlencode({"limit": 1000, **params}, doseq=True)
+    request = urllib.request.Request(f"{dashboard}/api/v0/{resource}?{query}", headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)
+    if answer.get("result") is False:
+        raise RuntimeError(f"Ray's state API refused {resource}: {answer.get('msg')}")
+    return answer["data"]["result"]["result"]
+
+
+def alive_nodes(dashboard: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    """The ALIVE nodes (node_id, is_head_node, ...) as `ray list nodes` gives them; [] while the cluster
+    can't answer."""
     try:
-        return json.loads(done.stdout)
-    except json.JSONDecodeError:
+        return state_list(
+            dashboard, "nodes", env, filter_keys="state", filter_predicates="=", filter_values="ALIVE"
+        )
+    except (OSError, ValueError, KeyError, RuntimeError):
         return []
 
 
@@ -203,15 +206,16 @@ def _started(node: Process) -> bool:
     return b"Ray runtime started" in node.log.read_bytes()
 
 
-RAY_START_TIMED_OUT = b"timed out during startup"  # `ray start`'s raylet missed its fixed 30 s to register
+RAY_START_TIMED_OUT = b"timed out during startup"  # `ray start`'s raylet missed one of its fixed waits
+RAY_NODE_STARTS = 3
 
 
 def start_ray_node(name: str, args: list[str], env: dict[str, str], directory: Path) -> Process:
-    """`ray start ARGS` of one node, waited for until it says it started. Its raylet has a fixed 30 s to
-    register with the GCS, which two test workers starting Ray at once on 2 cores can miss: a node that
-    exits saying so is stopped and started once more (its first log kept as NAME-1.log); any other exit
-    fails at once."""
-    for attempt in (1, 2):
+    """`ray start ARGS` of one node, waited for until it says it started. Its raylet has fixed waits (30 s to
+    register with the GCS, about 15 s for its dashboard agent's port file) that a loaded 2-core machine can
+    miss: a node that exits saying so is stopped and started again, up to RAY_NODE_STARTS times in all (each
+    earlier log kept as NAME-<attempt>.log); any other exit fails at once."""
+    for attempt in range(1, RAY_NODE_STARTS + 1):
         node = start(name, args, env, directory)
         try:
             wait_until(lambda: _started(node), 180, f"the {name} node to start", node)  # noqa: B023
@@ -219,9 +223,10 @@ def start_ray_node(name: str, args: list[str], env: dict[str, str], directory: P
         except BaseException as error:
             node.stop()
             exited = isinstance(error, RuntimeError)  # wait_until's "exited", not a timeout or Ctrl-C
-            if not exited or attempt == 2 or RAY_START_TIMED_OUT not in node.log.read_bytes():
+            last = attempt == RAY_NODE_STARTS
+            if not exited or last or RAY_START_TIMED_OUT not in node.log.read_bytes():
                 raise
-            node.log.rename(directory / f"{name}-1.log")
+            node.log.rename(directory / f"{name}-{attempt}.log")
     raise AssertionError("unreachable")
 
 
@@ -286,11 +291,72 @@ def two_node_cluster(
             process.stop()
 
 
+# Every node of the shared cluster declares one GPU (Ray declares GPUs a CPU machine lacks): the GPU packing
+# test reserves fractions of them; trials asking for no GPU are placed as on a cluster without any.
+SHARED_CLUSTER_ARGS = ("--num-gpus=1",)
+
+
+class SharedCluster:
+    """The shared cluster of one test process (an xdist worker runs whole files, `--dist loadfile`): started
+    by the first test that asks for `ray_cluster`, stopped as soon as the next test this process runs does
+    not ask for it (an idle two-node cluster takes about 0.085 CPU-seconds a second: 5 a minute), and
+    started again, into the same RayCluster object, if a later test asks for it once more."""
+
+    def __init__(self) -> None:
+        self.cluster: RayCluster | None = None
+        self.running: contextlib.ExitStack | None = None
+        self.starts = 0
+
+    def start(self, session_dir: Path, env: dict[str, str]) -> RayCluster:
+        if self.running is None:
+            self.starts += 1
+            directory = session_dir / f"c{self.starts}"  # short: Ray's socket paths
+            directory.mkdir()
+            stack = contextlib.ExitStack()
+            started = stack.enter_context(two_node_cluster(directory, env, SHARED_CLUSTER_ARGS))
+            self.running = stack
+            if self.cluster is None:
+                self.cluster = started
+            else:  # the tests keep the object the session fixture gave them
+                vars(self.cluster).update(vars(started))
+        assert self.cluster is not None
+        return self.cluster
+
+    def stop(self) -> None:
+        running, self.running = self.running, None
+        if running is not None:
+            running.close()
+
+
+_SHARED = SharedCluster()
+_SHARED_ENV = pytest.StashKey[tuple[Path, dict[str, str]]]()
+
+
 @pytest.fixture(scope="session")
-def ray_cluster(session_dir: Path, ray_env: dict[str, str]) -> Iterator[RayCluster]:
-    """The cluster the integration tests share (a fault that kills a node starts its own: own_ray_cluster)."""
-    with two_node_cluster(session_dir, ray_env) as cluster:
-        yield cluster
+def ray_cluster(
+    request: pytest.FixtureRequest, session_dir: Path, ray_env: dict[str, str]
+) -> Iterator[RayCluster]:
+    """The cluster the integration tests share (a fault that kills a node starts its own: own_ray_cluster);
+    see SharedCluster for when it runs."""
+    request.config.stash[_SHARED_ENV] = (session_dir, ray_env)
+    try:
+        yield _SHARED.start(session_dir, ray_env)
+    finally:
+        _SHARED.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that asks for the shared cluster after it was stopped gets it started again."""
+    found = item.config.stash.get(_SHARED_ENV, None)
+    if found is not None and "ray_cluster" in getattr(item, "fixturenames", ()):
+        _SHARED.start(*found)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The shared cluster stops when the next test does not ask for it (or there is none)."""
+    if nextitem is None or "ray_cluster" not in getattr(nextitem, "fixturenames", ()):
+        _SHARED.stop()
 
 
 @pytest.fixture
@@ -404,6 +470,7 @@ class SweepTools:
 
     wait_until = staticmethod(wait_until)
     free_port = staticmethod(free_port)
+    state_list = staticmethod(state_list)
 
     @staticmethod
     def lost_evaluations(client: Any, runs: Any, epochs: int) -> int:

@@ -15,29 +15,44 @@ from dicelab.tracking import conventions as names
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_path, sweep_tools):
+@pytest.fixture(scope="module")
+def asha_sweep(tmp_path_factory, sweep_tools):
+    """One ASHA sweep for the two ASHA tests (a sweep's driver, Ray and trial worker cost the same for one
+    trial or four): three trials of four epochs under a budget of one evaluation, so ASHA stops each after
+    its first epoch, and one of a single epoch, whose last evaluation is also where ASHA stops it."""
+    directory = tmp_path_factory.mktemp("asha")
     config = sweep_tools.write_sweep(
-        tmp_path,
+        directory,
         "it-asha",
         {
-            "space": {"loss.name": {"grid": ["ce", "dice", "focal"]}},
-            # a budget of one evaluation: ASHA stops every trial after its first epoch of four
+            "space": {"loss.name": {"grid": ["ce", "dice", "focal", "tversky"]}},
+            "conditional": {
+                "tversky": {
+                    "space": {"train.epochs": {"grid": [1]}, "tracking.log_predictions": {"grid": [True]}}
+                }
+            },
             "scheduler": {"name": "asha", "grace_period": 1, "max_t": 1},
             "max_concurrent": 1,  # each next trial reuses the worker of the one ASHA just stopped
         },
         train={"epochs": 4},
     )
-    done = sweep_tools.run(["sweep", str(config)], tmp_path, timeout_s=500)
+    done = sweep_tools.run(["sweep", str(config)], directory, timeout_s=500)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 early_stopped" in done.stdout
-
-    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    uri = f"sqlite:///{directory / '.dicelab' / 'mlflow.db'}"
     parents, trials = sweep_tools.sweep_runs(uri, "it-asha")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     runs = sweep_tools.by_trial(parents[0], trials)
-    assert len(runs) == 3
+    assert len(runs) == 4
+    by_loss = {run.data.params["loss.name"]: run for run in runs.values()}
+    return done, uri, by_loss
+
+
+def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(asha_sweep):
+    done, uri, by_loss = asha_sweep
+    assert "3 early_stopped" in done.stdout
     client = MlflowClient(uri)
-    for run in runs.values():
+    for loss in ("ce", "dice", "focal"):
+        run = by_loss[loss]
         assert run.info.status == "FINISHED"
         assert run.data.tags[names.OUTCOME] == names.EARLY_STOPPED
         assert "stopped" in run.data.tags[names.REASON]
@@ -46,20 +61,10 @@ def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(tmp_pa
         assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop
 
 
-def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(tmp_path, sweep_tools):
-    config = sweep_tools.write_sweep(
-        tmp_path,
-        "it-asha-end",
-        # max_t defaults to the epochs: ASHA stops every trial at its last evaluation too
-        {"space": {"loss.name": {"grid": ["ce"]}}, "scheduler": {"name": "asha", "grace_period": 1}},
-        train={"epochs": 2},
-        tracking={"log_predictions": True},
-    )
-    done = sweep_tools.run(["sweep", str(config)], tmp_path, timeout_s=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
-    parents, trials = sweep_tools.sweep_runs(uri, "it-asha-end")
-    (run,) = sweep_tools.by_trial(parents[0], trials).values()
+def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(asha_sweep):
+    done, uri, by_loss = asha_sweep
+    assert "1 completed" in done.stdout
+    run = by_loss["tversky"]  # one epoch, max_t 1: ASHA stops it at its last evaluation too
     assert run.info.status == "FINISHED" and run.data.tags[names.OUTCOME] == names.COMPLETED
     assert names.REASON not in run.data.tags
     artifacts = {a.path for a in MlflowClient(uri).list_artifacts(run.info.run_id)}

@@ -58,7 +58,9 @@ def run(address: str, head: str, reuse: bool, storage: str) -> tuple[Counter[str
 
 def start_cluster(directory: Path, env: dict[str, str], nodes: list[conftest.Process]) -> str:
     """Head and worker node (one CPU, one declared GPU each) without a dashboard: less to start on 2 cores.
-    Each node goes into `nodes` as soon as it is started, so the caller stops it even when a start fails."""
+    Each is started as the integration tests start theirs (`conftest.start_ray_node`: waited for, started
+    once more when its raylet missed Ray's fixed wait to register, stopped if it fails) and goes into
+    `nodes` once started, so the caller stops it."""
     port = conftest.free_port()
     common = [
         "--num-cpus=1",
@@ -67,7 +69,7 @@ def start_cluster(directory: Path, env: dict[str, str], nodes: list[conftest.Pro
         "--disable-usage-stats",
         "--node-ip-address=127.0.0.1",
     ]
-    head = conftest.start(
+    head = conftest.start_ray_node(
         "ray-head",
         [
             *(str(conftest.BIN / "ray"), "start", "--head", f"--port={port}", "--include-dashboard=false"),
@@ -79,8 +81,7 @@ def start_cluster(directory: Path, env: dict[str, str], nodes: list[conftest.Pro
         directory,
     )
     nodes.append(head)
-    conftest.wait_until(lambda: conftest._started(head), 300, "the head node", head)
-    worker = conftest.start(
+    worker = conftest.start_ray_node(
         "ray-worker",
         [
             *(str(conftest.BIN / "ray"), "start", f"--address=127.0.0.1:{port}"),
@@ -90,7 +91,6 @@ def start_cluster(directory: Path, env: dict[str, str], nodes: list[conftest.Pro
         directory,
     )
     nodes.append(worker)
-    conftest.wait_until(lambda: conftest._started(worker), 300, "the worker node", worker)
     return f"127.0.0.1:{port}"
 
 
