@@ -145,7 +145,9 @@ cmd_up() {
         port_is_free "${setting#*=}" \
             || die "port ${setting#*=} on 127.0.0.1 is in use; choose another with ${setting%%=*}"
     done
-    "$PYTHON" -c 'import ray, mlflow' 2>/dev/null || die "$PYTHON cannot import ray and mlflow; set DICELAB_PYTHON"
+    # found, not imported: importing them costs seconds of CPU that the servers spend again anyway
+    "$PYTHON" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("ray") and u.find_spec("mlflow")))' \
+        2>/dev/null || die "$PYTHON has no ray and mlflow installed; set DICELAB_PYTHON"
 
     mkdir -p "$LOG_DIR" "$STATE_DIR/mlartifacts"
     rm -f "$STATE_DIR/ray.ready" "$ENV_FILE"
