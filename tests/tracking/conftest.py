@@ -11,7 +11,7 @@ import os
 import secrets
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -25,16 +25,20 @@ class TeamServerUnderTest:
     server: team_server.TeamServer
     username: str
     password: str
+    # Ray's start-up waits raised for a busy 2-core machine (tests/conftest.py): a sweep's local Ray gets them
+    ray_waits: dict[str, str] = field(default_factory=dict)
 
     @property
     def uri(self) -> str:
         return self.server.tracking_uri
 
     def env(self, **extra: str) -> dict[str, str]:
-        """A client's environment: this server, its login, and libpq's password file for the database URI."""
+        """A client's environment: this server, its login, libpq's password file for the database URI, and
+        Ray's start-up waits (no other RAY_ or MLFLOW_ variable of the test process)."""
         base = {key: value for key, value in os.environ.items() if not key.startswith(("MLFLOW_", "RAY_"))}
         return {
             **base,
+            **self.ray_waits,
             **self.server.client_environment(),
             "MLFLOW_TRACKING_USERNAME": self.username,
             "MLFLOW_TRACKING_PASSWORD": self.password,
@@ -46,7 +50,7 @@ class TeamServerUnderTest:
 
 
 @pytest.fixture(scope="session")
-def team_server_under_test() -> Iterator[TeamServerUnderTest]:
+def team_server_under_test(start_up_waits: dict[str, str]) -> Iterator[TeamServerUnderTest]:
     try:
         team_server.postgres_bin()
     except TrackingError as error:
@@ -54,5 +58,5 @@ def team_server_under_test() -> Iterator[TeamServerUnderTest]:
     directory = Path(tempfile.mkdtemp(prefix="dl-ts-", dir="/tmp"))  # reachable by the postgres user
     password = secrets.token_urlsafe(18)
     with team_server.running(directory, ("admin", password)) as server:
-        yield TeamServerUnderTest(server, "admin", password)
+        yield TeamServerUnderTest(server, "admin", password, dict(start_up_waits))
     assert not directory.exists()

@@ -1,18 +1,24 @@
 """dicelab against a team's server (PostgreSQL + `mlflow server` with basic auth, tests/tracking/conftest.py):
 a sweep, its analysis over HTTP and over the database URI, the UI link, the report through the artifact
-proxy; a wrong password is one line before Ray starts; no password reaches any output."""
+proxy; a wrong password is one line before Ray starts; no password reaches any output; metric histories read
+over HTTP equal those read with SQL. One file, so the tests share one server even on several xdist workers
+(`--dist loadfile`)."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
+from mlflow.entities import Metric
 
+from dicelab.analysis import _run_tables
 from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -38,6 +44,7 @@ def _config(directory: Path) -> Path:
                     "seeds": [1],
                     "space": {"loss.name": {"grid": ["ce", "dice"]}},
                     "resources": {"cpu": 1},
+                    "max_concurrent": 1,  # one trial worker (a process importing torch) for both trials
                 },
             }
         )
@@ -164,3 +171,34 @@ def test_no_password_in_any_output(team_server_under_test, swept):
         for run in client.search_runs([experiment.experiment_id]):
             recorded = str(run.data.params) + str(run.data.tags)
             assert server.password not in recorded and pg_password not in recorded
+
+
+def test_histories_over_http_equal_the_database_s(team_server_under_test, monkeypatch):
+    """Metric histories read from the server over HTTP (the REST API's get-history-bulk-interval, several runs
+    a request) equal those read from its PostgreSQL database with SQL: values, steps, NaN, infinity."""
+    for key, value in team_server_under_test.env().items():
+        monkeypatch.setenv(key, value)
+    client = MlflowClient(team_server_under_test.uri)
+    experiment_id = client.create_experiment(f"histories-{time.time_ns()}")
+    values = [[0.5, 0.6, 0.7], [math.nan, 0.2, math.inf], [0.9], []]
+    run_ids = []
+    for history in values:
+        run_id = client.create_run(experiment_id).info.run_id
+        now = int(time.time() * 1000)
+        metrics = [Metric("dev_f1", value, now + step, step) for step, value in enumerate(history, 1)]
+        client.log_batch(run_id, metrics=[*metrics, Metric("dev_loss", 1.0, now, 1)])
+        run_ids.append(run_id)
+    monkeypatch.setattr(_run_tables, "_RUN_IDS_PER_REQUEST", 3)  # two requests for the four runs
+
+    over_http = _run_tables.read_histories(client, run_ids, "dev_f1")
+    database = MlflowClient(team_server_under_test.server.database_uri)
+    from_sql = _run_tables.read_histories(database, run_ids, "dev_f1")
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values(["run_id", "step"], ignore_index=True)
+
+    pd.testing.assert_frame_equal(ordered(over_http), ordered(from_sql), check_dtype=False)
+    assert len(over_http) == 7 and over_http["value"].isna().sum() == 1
+    assert (
+        over_http["value"].max() == sys.float_info.max
+    )  # MLflow's SQL store keeps infinity as the largest float
