@@ -1,13 +1,35 @@
-"""What several fault tests share: real small disks that can be filled up."""
+"""What several fault tests share: real small disks that can be filled up, and polls of a sweep's store that
+cost little CPU."""
 
 from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+# How often a fault test looks at the sweep's MLflow store while it waits for the moment of its fault. One
+# look (a query of the experiment's runs and their metric histories) costs about 0.07 CPU-s; the shared
+# wait_until looks every 0.5 s, which over the minutes a sweep takes on a loaded 2-core machine cost the
+# test process as much CPU as a trial's worker. Every 1.5 s the fault still lands within an epoch or two.
+POLL_S = 1.5
+
+
+def every(seconds: float, predicate: Callable[[], Any]) -> Callable[[], Any]:
+    """`predicate`, called at most once every `seconds` (falsy in between), for `wait_until`."""
+    last = [float("-inf")]
+
+    def throttled() -> Any:
+        if time.monotonic() - last[0] < seconds:
+            return None
+        last[0] = time.monotonic()
+        return predicate()
+
+    return throttled
 
 
 class SmallDisks:
@@ -47,3 +69,10 @@ def small_disks() -> Iterator[SmallDisks]:
         yield disks
     finally:
         disks.unmount_all()
+
+
+@pytest.fixture
+def seldom() -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """`seldom(predicate)`: the predicate looked at every POLL_S seconds (conftest modules are not importable
+    under --import-mode=importlib, hence a fixture)."""
+    return lambda predicate: every(POLL_S, predicate)
