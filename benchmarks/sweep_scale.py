@@ -2,7 +2,7 @@
 SQLite store and against the PostgreSQL team server, at several N (default 100 and 1,000).
 
     .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server] [--out r.json]
-    .venv/bin/python benchmarks/sweep_scale.py --quick        # 12 trials against SQLite: a smoke run
+    .venv/bin/python benchmarks/sweep_scale.py --quick        # 4 trials against SQLite: a smoke run
 
 Each sweep is the real `dicelab sweep` driver (`dicelab.sweeps.driver.execute_sweep`, in its own process):
 the config checks, the parent run, the shared inputs, Tune with its callbacks (TrialRecords, SweepView,
@@ -187,8 +187,9 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
 # -- the benchmark ------------------------------------------------------------------------------------------
 
 
-def sweep_config(trials: int, storage: Path) -> dict[str, Any]:
-    """A race of trials/2 configurations x 2 seeds (min = max: every configuration runs both seeds)."""
+def sweep_config(trials: int, storage: Path, max_concurrent: int = 2) -> dict[str, Any]:
+    """A race of trials/2 configurations x 2 seeds (min = max: every configuration runs both seeds), at most
+    `max_concurrent` trials at once."""
     configurations = max(1, trials // 2)
     return {
         "name": f"sweep-scale-{trials}",
@@ -202,7 +203,7 @@ def sweep_config(trials: int, storage: Path) -> dict[str, Any]:
             "space": {"loss.gamma": {"grid": [round(0.01 * i, 2) for i in range(configurations)]}},
             "racing": {"min_seeds": 2, "max_seeds": 2, "test": "t"},
             "resources": {"cpu": 1},
-            "max_concurrent": 2,
+            "max_concurrent": max_concurrent,
             "storage": str(storage),
         },
     }
@@ -212,11 +213,18 @@ RAY_START_FAILED = "timed out during startup"  # Ray's own line when its process
 ATTEMPTS = 3  # a sweep whose local Ray could not start on the loaded machine is run again (counted)
 
 
-def measure(trials: int, backend: str, tracking_uri: str, scratch: Path, environment: dict[str, str]) -> dict:
+def measure(
+    trials: int,
+    backend: str,
+    tracking_uri: str,
+    scratch: Path,
+    environment: dict[str, str],
+    max_concurrent: int = 2,
+) -> dict:
     for attempt in range(1, ATTEMPTS + 1):
         directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
         config = directory / "sweep.yaml"
-        config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results")))
+        config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results", max_concurrent)))
         command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
         done = subprocess.run(
             command, capture_output=True, text=True, env=environment, cwd=directory, check=False
@@ -283,14 +291,17 @@ def main() -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--backends", nargs="+", choices=["sqlite", "server"], default=["sqlite", "server"])
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
-    parser.add_argument("--quick", action="store_true", help="12 trials against SQLite: a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="4 trials against SQLite, one at a time: a smoke run"
+    )
     parser.add_argument("--worker", nargs=2, metavar=("CONFIG", "URI"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(run_one(*args.worker)), flush=True)
         return 0
-    if args.quick:
-        args.trials, args.backends = [12], ["sqlite"]
+    max_concurrent = 2
+    if args.quick:  # every path of the full run once, on one trial worker (a process importing torch)
+        args.trials, args.backends, max_concurrent = [4], ["sqlite"], 1
     figures: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
     rows = []
     with (
@@ -299,7 +310,7 @@ def main() -> int:
     ):
         for trials in args.trials:
             for backend, (uri, environment) in uris.items():
-                row = measure(trials, backend, uri, Path(scratch), environment)
+                row = measure(trials, backend, uri, Path(scratch), environment, max_concurrent)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     figures |= {"rows": rows, "growth": growth(rows), "load_average_after": os.getloadavg()}

@@ -3,7 +3,7 @@ and `dicelab analyze` of one sweep of 100 / 1,000 / 5,000 runs over HTTP (with b
 database URI.
 
     .venv/bin/python benchmarks/tracking_scale.py --store /tmp/dl-scale [--out results.json] [--profile 1000]
-    .venv/bin/python benchmarks/tracking_scale.py --quick          # a 200-run store in 4 sweeps: a smoke run
+    .venv/bin/python benchmarks/tracking_scale.py --quick          # a 40-run store in 3 sweeps: a smoke run
 
 The store: a team server (dicelab.tracking.team_server: PostgreSQL 15 + `mlflow server`, basic auth) in
 `--store DIR`, written once and reused by every later run with the same DIR (the server is restarted from
@@ -474,12 +474,12 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", help="measure only these of the measured sweeps")
     parser.add_argument("--profile", type=int, default=0, help="cProfile this size (database URI)")
     parser.add_argument(
-        "--quick", action="store_true", help="a 200-run store in 4 sweeps of 10 / 20 / 40 / 130: a smoke run"
+        "--quick", action="store_true", help="a 40-run store in 3 sweeps of 10 / 20 / 10: a smoke run"
     )
     args = parser.parse_args()
-    if args.quick:
+    if args.quick:  # every phase once per source, and one growth ratio: each analysis costs seconds of CPU
         global MEASURED, TOTAL_RUNS, SWEEPS
-        MEASURED, TOTAL_RUNS, SWEEPS = (10, 20, 40), 200, 4
+        MEASURED, TOTAL_RUNS, SWEEPS = (10, 20), 40, 3
     load = os.getloadavg()
     figures: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": [round(x, 1) for x in load]}
     with tempfile.TemporaryDirectory(prefix="dl-scale-") as reports:

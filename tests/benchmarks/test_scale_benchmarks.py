@@ -1,8 +1,8 @@
 """The quick modes of the scale benchmarks, run as a user would: benchmarks/tracking_scale.py --quick (a
-PostgreSQL team server, a 200-run store written in bulk and checked against log_batch, analyses over HTTP and
-the database URI, phases and growth ratios) and benchmarks/sweep_scale.py --quick (a 12-trial sweep of trials
-that train nothing, on local Ray against SQLite). Both start servers or Ray in their own processes, so they
-are integration tests by hand (tests/conftest.py cannot see inside the subprocess)."""
+PostgreSQL team server, a 40-run store written in bulk and checked against log_batch, analyses over HTTP and
+the database URI, phases and growth ratios) and benchmarks/sweep_scale.py --quick (a 4-trial sweep of trials
+that train nothing, one at a time, on local Ray against SQLite). Both start servers or Ray in their own
+processes, so they are integration tests by hand (tests/conftest.py cannot see inside the subprocess)."""
 
 from __future__ import annotations
 
@@ -43,17 +43,17 @@ def test_tracking_scale_quick_writes_a_checked_store_and_times_every_phase(tmp_p
         assert done.returncode == 0, done.stderr[-3000:]
         assert "bulk loader checked against log_batch" in done.stdout
         figures = json.loads(out.read_text())
-        assert figures["store"]["runs"] == 200
+        assert figures["store"]["runs"] == 40
         rows = figures["analyze"]
         assert sorted((row["runs"], row["source"]) for row in rows) == sorted(
-            (runs, source) for runs in (10, 20, 40) for source in ("http", "database")
+            (runs, source) for runs in (10, 20) for source in ("http", "database")
         )
         for row in rows:
             assert row["trials"] == row["runs"]
             phases = ("search", "paper", "tables", "histories", "report")
             assert all(row[f"{phase}_s"] >= 0 for phase in phases), row
             assert row["histories_s"] > 0 and row["search_s"] > 0, row  # both reads happened
-        assert set(figures["http_analyze_growth"]) == {"10->20", "20->40"}
+        assert set(figures["http_analyze_growth"]) == {"10->20"}
         recorded = team_server.TeamServer.load(store)  # stopped at the end, the store kept for reuse
         assert recorded.mlflow is None and recorded.postgres is None
         assert (store / "scale-store.json").is_file()
@@ -70,6 +70,6 @@ def test_sweep_scale_quick_meters_a_sweep_of_trials_that_train_nothing(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = json.loads(out.read_text())["rows"]
     assert row["exit_code"] == 0
-    assert row["trials"] == row["trials_finished"] == 12
+    assert row["trials"] == row["trials_finished"] == 4
     assert row["recorded_p50_ms"] is not None and 0 < row["recorded_p50_ms"] <= row["recorded_p95_ms"]
     assert row["state_saves"] > 0 and row["driver_cpu_ms_per_trial"] > 0 and row["searcher_ms_per_trial"] > 0
