@@ -6,8 +6,8 @@ winner's best dev metric, and a warm-started sweep runs that winner first. Error
 
 One sweep serves both because a sweep's cost is its processes (a kernel or driver importing torch,
 transformers, Tune and MLflow, Ray's daemons, the trials' workers), not its trials. The notebook runs as a
-copy in a temporary directory: the repository's notebook keeps no outputs and the working tree stays
-clean."""
+copy (read into memory, run in a temporary directory): the repository's notebook keeps no outputs and
+the working tree stays clean."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ class Kernel:
 
     def __init__(self, client: Any, notebook: Any, directory: Path) -> None:
         self.client, self.notebook, self.directory = client, notebook, directory
+        # the notebook's own cells' outputs, before any code run here
         self.outputs = {index: list(cell.get("outputs", [])) for index, cell in enumerate(notebook.cells)}
 
     def run(self, code: str) -> Any:
@@ -73,10 +74,8 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
     config_cell.source = config_cell.source.replace(*CONCURRENT)
     # The kernel's local Ray: its own session files, on a short path (Unix socket paths: 107 characters)
     ray_dir = tempfile.mkdtemp(prefix="dl-nb-", dir="/tmp")
-    env = {
-        key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"
-    }  # the copy's store
-    env["RAY_TMPDIR"] = ray_dir
+    env = dict(os.environ, RAY_TMPDIR=ray_dir)
+    env.pop("MLFLOW_TRACKING_URI", None)  # the store under the temporary directory's .dicelab/
     client = NotebookClient(
         notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(directory)}}
     )
