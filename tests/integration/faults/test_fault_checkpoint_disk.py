@@ -36,7 +36,7 @@ def experiment(storage: Path) -> Path:
 
 
 def test_a_full_checkpoint_disk_fails_clearly_and_the_sweep_resumes(
-    tmp_path, small_disks, sweep_tools, fault_figure
+    tmp_path, small_disks, sweep_tools, fault_figure, seldom
 ):
     storage = small_disks.mount(tmp_path / "tune", "32m")
     name = "fault-tune-disk"
@@ -68,7 +68,7 @@ def test_a_full_checkpoint_disk_fails_clearly_and_the_sweep_resumes(
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
         done = sweep_tools.wait_until(
-            one_finished_one_evaluating, 400, "a finished and a running trial", driver
+            seldom(one_finished_one_evaluating), 400, "a finished and a running trial", driver
         )
         small_disks.fill(storage / "filler")  # the disk is full from here on
         code = driver.popen.wait(timeout=600)
