@@ -36,7 +36,7 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fault_figure):
+def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fault_figure, seldom):
     cluster = own_ray_cluster
     name = "fault-node"
     config = sweep_tools.write_sweep(
@@ -70,7 +70,7 @@ def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fa
     driver = sweep_tools.start(args, tmp_path)
     try:
         victim = sweep_tools.wait_until(
-            evaluating_on_worker, 400, "a trial evaluating on the worker node", driver
+            seldom(evaluating_on_worker), 400, "a trial evaluating on the worker node", driver
         )
         cluster.kill_node(WORKER)
         killed_at = time.time()
