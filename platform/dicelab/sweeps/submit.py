@@ -23,8 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
+from dicelab.config import read_config
 from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
-from dicelab.experiment import load_experiment
+from dicelab.experiment import check_experiment
 from dicelab.sweeps import ray_adapter, trial_env
 from dicelab.tracking.store import check_tracking as check_server
 
@@ -120,7 +121,9 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
             f"{options.config}: the config must be inside the working directory {working_dir}, "
             "which is what the job receives"
         )
-    config = load_experiment(config_path, options.overrides)  # config errors here, not on the cluster
+    # config errors here, not on the cluster: the schema now, the registries (torch, transformers: seconds of
+    # imports) once the server has answered, so a server that is down is said at once
+    config = read_config(config_path, options.overrides)
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
     uri = options.tracking_uri or config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
@@ -134,6 +137,7 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
             "[yellow]warning:[/] no http(s) MLflow server given (--tracking-uri, tracking.uri or "
             "MLFLOW_TRACKING_URI): the job records its runs in a SQLite file on the cluster's head node"
         )
+    check_experiment(config, str(config_path))
 
     client = _client(options.address)
     # the cluster's Ray and Python versions against this machine's, and the token: one line, before the job
