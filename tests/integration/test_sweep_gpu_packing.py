@@ -1,6 +1,6 @@
 """Fractional GPUs on a real two-node Ray cluster without a GPU: each node of the tests' shared cluster
-declares one (`ray start --num-gpus=1`, tests/integration/conftest.py), and a sweep of 4 trials at
-`search.resources.gpu: 0.5` (cpu 0.5) has Ray reserve 2 trials on each node's GPU at once, never more on
+declares one (`ray start --num-gpus=1`, tests/integration/conftest.py), and a sweep of 8 trials at
+`search.resources.gpu: 0.25` (cpu 0.25) has Ray reserve 4 trials on each node's GPU at once, never more on
 one. Each trial records the GPU id Ray gave it and the node and worker process that ran it (checked against
 the nodes' own worker logs); CUDA cannot see that GPU on this machine, so every trial trains on CPU and says
 so once (a tag on its run) instead of failing; the trials charge GPU-seconds for their reservation and the
@@ -8,9 +8,9 @@ parent run sums them.
 
 Which node's actors *run* the trials is Ray Tune's choice, not the reservation's: with actor reuse, a
 trial whose own actor is still starting is handed a finished trial's actor instead (see docs/gpus.md,
-"Which node runs a trial"). On this 2-core machine a trial's actor takes minutes to start (4 processes
+"Which node runs a trial"). On this 2-core machine a trial's actor takes minutes to start (8 processes
 import torch, transformers, Tune and MLflow at once) while a tiny trial trains in seconds, so the node
-whose actors came up first may run all 4, 2 at a time; the test asserts what holds either way and
+whose actors came up first may run all 8, 4 at a time; the test asserts what holds either way and
 prints which it was."""
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-# Half GPUs: two trials share a GPU, the fewest that shows packing, with four trial actors in all (each
-# imports torch, transformers, Tune and MLflow: about 15 CPU-seconds)
-TRIALS, SHARE = 4, 0.5
+# Quarter GPUs, 8 trials: issue #25's packing case (4 per GPU at once). Each trial actor imports torch,
+# transformers, Tune and MLflow (about 15 CPU-seconds); Tune's actor reuse usually starts fewer than 8.
+TRIALS, SHARE = 8, 0.25
 PER_GPU = round(1 / SHARE)  # each node declares one GPU
 
 
@@ -44,13 +44,13 @@ def max_overlap(runs: list[Run]) -> int:
     return most
 
 
-def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow_server, sweep_tools):
+def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, mlflow_server, sweep_tools):
     if _cuda_available():
         pytest.skip("this machine has CUDA: the declared GPUs would be real ones")
     config = sweep_tools.write_sweep(
         tmp_path,
         "it-gpu-packing",
-        # one configuration, 4 seeds; CPUs never limit (4 x 0.5 = the cluster's 2), GPUs do (4 x 0.5 = 2)
+        # one configuration, 8 seeds; CPUs never limit (8 x 0.25 = the cluster's 2), GPUs do (8 x 0.25 = 2)
         {"seeds": list(range(1, TRIALS + 1)), "resources": {"cpu": SHARE, "gpu": SHARE}},
         data={"synthetic": {"n_train": 192, "n_dev": 32}},  # long enough for the trials to overlap
     )
@@ -68,7 +68,7 @@ def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow
     runs = list(sweep_tools.by_trial(parents[0], trials).values())
     assert len(runs) == TRIALS
 
-    # Ray reserved the trials' bundles 2 per node: both declared GPUs packed to their capacity at once.
+    # Ray reserved the trials' bundles 4 per node: both declared GPUs packed to their capacity at once.
     reserved = reservations(ray_cluster, sweep_tools)
     assert reserved == dict.fromkeys(ray_cluster.node_ids, PER_GPU), reserved
 
@@ -84,7 +84,7 @@ def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow
         addresses[run.data.tags[RAY_NODE]].add(run.data.tags[NODE_IP])
     assert all(len(found) == 1 and "" not in found for found in addresses.values()), addresses
 
-    # Packed: 2 trials at once on a GPU, never more on one.
+    # Packed: 4 trials at once on a GPU, never more on one.
     per_gpu: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
         per_gpu[(run.data.tags[RAY_NODE], run.data.tags[GPU_IDS])].append(run)
@@ -100,7 +100,7 @@ def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow
         f"processes; most at once per GPU {_named(overlaps, names_of)}, in the cluster {max_overlap(runs)}"
     )
     assert max(overlaps.values()) == PER_GPU and sum(trials_on.values()) == TRIALS, overlaps
-    # A node runs at most 2 trials at once, so a node that ran more than 2 handed later trials to the
+    # A node runs at most 4 trials at once, so a node that ran more than 4 handed later trials to the
     # actors of its first ones (Tune's actor reuse): never more actor processes than GPU shares.
     assert all(count <= PER_GPU for count in processes_on.values()), processes_on
 
@@ -108,9 +108,9 @@ def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow
     for run in runs:
         fallback = run.data.tags[names.DEVICE_FALLBACK]
         assert "\n" not in fallback and "CPU" in fallback.upper(), fallback
-        assert run.data.params["train.num_threads"] == "1"  # half a CPU: one torch thread
+        assert run.data.params["train.num_threads"] == "1"  # a quarter CPU: one torch thread
 
-    # The reservation is charged: GPU-seconds = 0.5 x wall seconds; no peak memory without CUDA.
+    # The reservation is charged: GPU-seconds = 0.25 x wall seconds; no peak memory without CUDA.
     for run in runs:
         metrics = run.data.metrics
         assert metrics[names.COST_GPU_SECONDS] == pytest.approx(SHARE * metrics[names.COST_WALL_SECONDS])
@@ -124,7 +124,7 @@ def test_half_gpu_trials_pack_two_per_declared_gpu(tmp_path, ray_cluster, mlflow
 
 
 def reservations(cluster: Any, tools: Any) -> dict[str, int]:
-    """Node id -> how many trial reservations ({CPU: 0.5, GPU: 0.5} placement groups) Ray placed there,
+    """Node id -> how many trial reservations ({CPU: 0.25, GPU: 0.25} placement groups) Ray placed there,
     as Ray's state API lists them (`ray list placement-groups --detail`; removed ones included). Only this
     test's trials reserve that shape on the shared cluster."""
     placed: Counter[str] = Counter()
