@@ -37,19 +37,20 @@ INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
 # place after these. Only the order: a file missing here runs all the same.
 LONGEST_FIRST = (
     "integration/test_sweep_cluster.py",
+    "integration/test_sweep_gpu_packing.py",  # on the shared cluster, when the same worker still holds it
+    "integration/test_ray_preflight.py",  # likewise
+    "integration/test_sweep_local.py",
+    "integration/faults/test_fault_node.py",
     "integration/test_team_server_load.py",
+    "integration/faults/test_fault_checkpoint_disk.py",
+    "tracking/test_team_server.py",
+    "test_api.py",
     "integration/faults/test_fault_disk_full.py",
     "integration/faults/test_fault_driver.py",
-    "integration/test_sweep_local.py",
-    "test_api.py",
-    "integration/test_sweep_gpu_packing.py",
-    "integration/faults/test_fault_checkpoint_disk.py",
-    "test_notebook_quickstart.py",
-    "integration/faults/test_fault_node.py",
-    "tracking/test_team_server.py",
-    "infra/test_infra_local_cluster.py",
+    "benchmarks/test_scale_benchmarks.py",
     "integration/faults/test_fault_mlflow.py",
-    "integration/faults/test_fault_cache.py",
+    "integration/test_warm_workers.py",
+    "infra/test_infra_local_cluster.py",
 )
 # Ray's start-up waits, raised for a 2-core machine running two test workers (and other work) at once: the
 # head's GCS port file (30 s by default), connecting to the GCS (20 tries of about 1 s), a core worker
