@@ -18,6 +18,7 @@ from dicelab.errors import DicelabError
 from dicelab.sweeps.tune_storage import (
     LAST_GOOD,
     StateKeeper,
+    drop_truncated_errors,
     forget_lost_checkpoints,
     is_complete,
     keep_good_copies,
@@ -142,3 +143,14 @@ def test_the_state_keeper_travels_with_the_experiment(tmp_path):
     keeper.full = True
     restored = pickle.loads(pickle.dumps(keeper))  # Tune pickles its callbacks into tuner.pkl
     assert (restored.directory, restored.config_path, restored.full) == (tmp_path, "sweep.yaml", False)
+
+
+def test_drop_truncated_errors_is_what_a_finished_sweep_uses_before_reading_its_results_again(tmp_path):
+    # the driver calls it when Tune's results fail on a pickled error a full disk cut short
+    for trial, data in (("t1", pickle.dumps(ValueError("x"))[:3]), ("t2", pickle.dumps(ValueError("y")))):
+        (tmp_path / trial).mkdir()
+        (tmp_path / trial / "error.pkl").write_bytes(data)
+        (tmp_path / trial / "error.txt").write_text("the text trace")
+    assert drop_truncated_errors(tmp_path) == ["t1/error.pkl"]
+    assert not (tmp_path / "t1" / "error.pkl").exists() and (tmp_path / "t1" / "error.txt").exists()
+    assert drop_truncated_errors(tmp_path) == []  # nothing left to drop: the driver re-raises Tune's error

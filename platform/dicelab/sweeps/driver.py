@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -463,6 +464,7 @@ def _fit(
 
     from dicelab.sweeps.callbacks import SweepView, TrialRecords
     from dicelab.sweeps.trainable import SweepContext
+    from dicelab.sweeps.tune_storage import drop_truncated_errors
     from dicelab.sweeps.tuning import build_tuner, restore_tuner
 
     context = SweepContext(
@@ -484,7 +486,14 @@ def _fit(
         race_dir = directory if plan.racing is not None else None
         callbacks = [trial_records, SweepView(context, trial_records, where, race_dir)]
         tuner = build_tuner(context, inputs, directory, callbacks)
-    return tuner.fit()
+    try:
+        return tuner.fit()
+    except (pickle.UnpicklingError, EOFError):
+        # After the trials: Tune collects the results, reading each failed trial's pickled error, and one
+        # cut short by a full disk fails that. Drop it (its text trace stays) and collect them again.
+        if not drop_truncated_errors(directory):
+            raise
+        return tuner.get_results()
 
 
 def _mlflow_location(tracking_uri: str, state: SweepState) -> str:

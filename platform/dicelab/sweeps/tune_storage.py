@@ -121,11 +121,19 @@ def repair(directory: Path) -> list[str]:
             if not is_complete(live) and is_complete(copy):
                 _copy_atomically(copy, live)
                 repaired.append(copy.name)
+    return repaired + drop_truncated_errors(directory)
+
+
+def drop_truncated_errors(directory: Path) -> list[str]:
+    """Remove the trials' pickled errors that a full disk cut short (Tune fails on them when it collects the
+    results; the trial's text trace beside it stays, and Tune reads that instead). Returns what was removed,
+    as paths relative to `directory`."""
+    dropped = []
     for pickled in ray_adapter.trial_error_pickles(directory):
         if not is_complete(pickled):
             pickled.unlink()
-            repaired.append(str(pickled.relative_to(directory)))
-    return repaired
+            dropped.append(str(pickled.relative_to(directory)))
+    return dropped
 
 
 def prepare_resume(directory: Path) -> None:
