@@ -189,3 +189,20 @@ def test_equivalence_within_margin():
     assert equivalent(a, b, margin=1.0)[0]
     assert not equivalent(a, b, margin=0.01)[0]
     assert not equivalent({1: 1.0}, {1: 1.0}, margin=1.0)[0]  # one pair: nothing to decide
+
+
+def test_holm_leaves_the_processs_own_heap_freeze_as_it_was():
+    import gc
+
+    assert holm([0.01, 0.04]) == pytest.approx([0.02, 0.04])
+    frozen_before = gc.get_freeze_count()
+    holm([0.01, 0.04])
+    assert gc.get_freeze_count() == frozen_before  # its own freeze undone, a caller's kept
+    gc.freeze()
+    try:
+        kept = gc.get_freeze_count()
+        holm([0.01, 0.04])
+        assert gc.get_freeze_count() == kept
+    finally:
+        if frozen_before == 0:
+            gc.unfreeze()

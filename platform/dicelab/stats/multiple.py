@@ -20,9 +20,13 @@ def holm(p_values: Sequence[float]) -> list[float]:
         # statsmodels' Holm branch ends in gc.collect(): a full collection of the whole heap (0.1 s in a bare
         # process, more in a sweep driver holding Ray, Tune and torch) on every call, and the racing searcher
         # calls this on every trial result. Frozen, the heap already there is left out of that collection.
-        gc.freeze()
+        # A process that froze its heap itself keeps its own freeze (unfreezing is all or nothing).
+        ours = gc.get_freeze_count() == 0
+        if ours:
+            gc.freeze()
         try:
             adjusted[finite] = multipletests(values[finite], method="holm")[1]
         finally:
-            gc.unfreeze()
+            if ours:
+                gc.unfreeze()
     return [float(value) for value in adjusted]
