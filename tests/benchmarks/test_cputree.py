@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cputree.py"
-SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+# Each process idles a second after spinning: the tool samples every 0.25 s, so the spin's last CPU is seen
+# before the process ends even on a loaded machine (what a process burns in its last 0.25 s can be missed).
+SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\ntime.sleep(1)\n"
 # The command spins 0.6 CPU-s and starts a child in a session of its own (as `ray start`'s daemons are)
 # that spins 0.8: a walk of the command's process group or session would miss the child, the tag does not.
 COMMAND = f"""
