@@ -24,6 +24,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("MLFLOW_", "RAY_"))}
+    environment[team_server.WORKERS_VARIABLE] = "1"  # a team server serving the benchmark alone
     return subprocess.run(
         [sys.executable, str(BENCHMARKS / script), *args],
         capture_output=True,

@@ -24,6 +24,16 @@ def test_server_flags_equal_the_compose_files(infra):
     assert "--serve-artifacts" in flags and "--app-name=basic-auth" in flags
 
 
+def test_fewer_workers_change_only_the_workers_flag(monkeypatch, tmp_path):
+    monkeypatch.delenv(team_server.WORKERS_VARIABLE, raising=False)
+    assert team_server.TeamServer(tmp_path).server_flags == team_server.SERVER_FLAGS
+    one = [flag for flag in team_server.SERVER_FLAGS if not flag.startswith("--workers=")] + ["--workers=1"]
+    assert sorted(team_server.TeamServer(tmp_path, workers=1).server_flags) == sorted(one)
+    monkeypatch.setenv(team_server.WORKERS_VARIABLE, "1")
+    assert sorted(team_server.TeamServer(tmp_path).server_flags) == sorted(one)
+    assert team_server.TeamServer(tmp_path, workers=3).server_flags.count("--workers=3") == 1
+
+
 def test_server_environment_equals_the_compose_files(infra):
     environment = _compose_mlflow(infra)["environment"]
     for key, value in team_server.SERVER_ENVIRONMENT.items():

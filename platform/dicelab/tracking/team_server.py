@@ -41,6 +41,10 @@ from dicelab.errors import TrackingError
 # The `mlflow server` flags a team server runs with, beside --host, --port and --artifacts-destination (which
 # differ per deployment). infra/mlflow/docker-compose.yaml's command has exactly these (a test compares).
 SERVER_FLAGS = ("--workers=2", "--app-name=basic-auth", "--serve-artifacts")
+# A server for one client at a time (the test suite's, a benchmark's smoke run) may run fewer workers than
+# SERVER_FLAGS' (each worker imports MLflow's server and its auth app: seconds of CPU at every start); the
+# deployed flags stay SERVER_FLAGS. TeamServer(workers=N), or this variable in the environment.
+WORKERS_VARIABLE = "DICELAB_TEAM_SERVER_WORKERS"
 # MLflow's job runner (huey workers for GenAI evaluation jobs) is not used by dicelab.
 SERVER_ENVIRONMENT = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 # infra/mlflow/basic_auth.ini's settings (a test compares), less its users database, kept in DIR here.
@@ -117,6 +121,16 @@ class TeamServer:
     postgres: Recorded | None = None
     # (username, password) of the first admin; None: from the environment (`admin_credentials`). Never saved.
     admin: tuple[str, str] | None = field(default=None, repr=False)
+    # MLflow's workers; None: $DICELAB_TEAM_SERVER_WORKERS, else SERVER_FLAGS' --workers
+    workers: int | None = None
+
+    @property
+    def server_flags(self) -> tuple[str, ...]:
+        """SERVER_FLAGS, with --workers replaced when `workers` (or $DICELAB_TEAM_SERVER_WORKERS) says so."""
+        workers = self.workers or int(os.environ.get(WORKERS_VARIABLE) or 0)
+        if not workers:
+            return SERVER_FLAGS
+        return tuple(f"--workers={workers}" if f.startswith("--workers=") else f for f in SERVER_FLAGS)
 
     @property
     def tracking_uri(self) -> str:
@@ -290,7 +304,7 @@ class TeamServer:
             *("-m", "mlflow", "server"),
             f"--host={HOST}",
             f"--port={self.port}",
-            *SERVER_FLAGS,
+            *self.server_flags,
             f"--artifacts-destination={self.artifacts}",
         ]
         with (self.logs / "mlflow.log").open("ab") as log:
@@ -324,7 +338,7 @@ class TeamServer:
             f"{self.tracking_uri}/api/2.0/mlflow/experiments/search?max_results=1",
             headers={"Authorization": f"Basic {token}"},
         )
-        workers = int(next(f for f in SERVER_FLAGS if f.startswith("--workers=")).split("=")[1])
+        workers = int(next(f for f in self.server_flags if f.startswith("--workers=")).split("=")[1])
         for _ in range(2 * workers):
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(request, timeout=START_TIMEOUT_S).close()
@@ -380,9 +394,9 @@ class TeamServer:
 
 
 @contextlib.contextmanager
-def running(directory: Path, admin: tuple[str, str]) -> Iterator[TeamServer]:
+def running(directory: Path, admin: tuple[str, str], workers: int | None = None) -> Iterator[TeamServer]:
     """A team server in `directory` (created, then removed with everything in it) for the block."""
-    server = TeamServer(directory, admin=admin)
+    server = TeamServer(directory, admin=admin, workers=workers)
     try:
         server.start()
         yield server
