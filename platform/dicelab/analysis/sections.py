@@ -14,6 +14,7 @@ from dicelab.analysis._format import count, interval, number
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.design import format_value, short_name, swept_params
 from dicelab.analysis.document import Block, Bullets, Heading, Image, Table, Text
+from dicelab.analysis.importance import FANOVA_DEPTH, FANOVA_TREES
 from dicelab.analysis.observations import (
     DEGENERATE,
     LOSS,
@@ -340,7 +341,8 @@ def importance(ctx: ReportContext) -> list[Block]:
         Heading("Hyperparameter importance"),
         Text(
             "Optuna's PED-ANOVA (what separates the top trials from the rest) and fANOVA (share of the "
-            "metric's variance a parameter explains, from a random forest) on the usable trials. "
+            "metric's variance a parameter explains, from a random forest of "
+            f"{FANOVA_TREES} trees of depth at most {FANOVA_DEPTH}) on the usable trials. "
             f"`{SEED}` is included as a yardstick: a hyperparameter no more important than the seed is "
             "indistinguishable from seed noise in this sweep. Most important first."
         ),
