@@ -140,24 +140,35 @@ def test_seeds_needed_matches_statsmodels_and_floors_at_min_n():
 @pytest.mark.parametrize("paired", [True, False])
 def test_seeds_needed_is_statsmodels_solve_power_rounded_up_across_effect_sizes(paired):
     solver = TTestPower() if paired else TTestIndPower()
+    size = "nobs" if paired else "nobs1"
+
+    def power(n: int, alpha: float, effect: float) -> float:
+        return float(solver.power(effect_size=effect, alpha=alpha, **{size: n}))
+
     checked = 0
     for effect in np.geomspace(0.03, 5.0, 60):
-        for alpha in (0.05, 0.0125):
+        for alpha in (0.05, 0.0125, 0.05 / 200):  # the last: Holm's strictest step over 200 comparisons
+            found = seeds_needed(1.0, effect, alpha=alpha, paired=paired, test="t")
+            floor = min_pairs_for_significance("t", paired=paired, alpha=alpha)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 solved = float(solver.solve_power(effect_size=effect, alpha=alpha, power=0.8))
-            if not math.isfinite(solved):  # statsmodels' root search fails at some large effects (below)
-                continue
-            size = "nobs" if paired else "nobs1"
-            around = [max(math.ceil(solved) + step, 2) for step in (-1, 0)]
-            if np.isnan(solver.power(effect_size=effect, alpha=alpha, **{size: np.array(around)})).any():
-                continue  # its power is NaN there, so its root is not the answer either (see below)
-            floor = min_pairs_for_significance("t", paired=paired, alpha=alpha)
+                around = [power(max(math.ceil(solved) + step, 2), alpha, effect) for step in (-1, 0)]
+                if (
+                    found < 10_000
+                    and not np.isnan([power(n, alpha, effect) for n in (found - 1, found)]).any()
+                ):
+                    # the definition, whatever solve_power says: the smallest n whose power reaches 0.8
+                    assert power(found, alpha, effect) >= 0.8, (effect, alpha)
+                    assert found == floor or power(found - 1, alpha, effect) < 0.8, (effect, alpha)
+            if not math.isfinite(solved) or np.isnan(around).any():
+                continue  # statsmodels' root search fails, or its power is NaN there (see below)
+            if not around[0] < 0.8 <= around[1]:
+                continue  # its root search stopped off the root (power 0.78 at its answer, alpha 0.00025)
             expected = min(max(math.ceil(solved - 1e-9), floor), 10_000)
-            found = seeds_needed(1.0, effect, alpha=alpha, paired=paired, test="t")
             assert found == expected, (effect, alpha)
             checked += 1
-    assert checked > 100
+    assert checked > 120
 
 
 def test_where_statsmodels_power_is_nan_the_answer_is_the_simulated_one():
@@ -206,3 +217,8 @@ def test_holm_leaves_the_processs_own_heap_freeze_as_it_was():
     finally:
         if frozen_before == 0:
             gc.unfreeze()
+
+
+def test_seeds_needed_beyond_the_cap_is_the_cap():
+    # effect 0.01 sd: about 78,000 pairs at alpha 0.05, more than any sweep runs
+    assert seeds_needed(1.0, 0.01, test="t") == 10_000

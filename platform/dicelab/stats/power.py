@@ -12,7 +12,8 @@ from statsmodels.stats.power import TTestIndPower, TTestPower
 from dicelab.stats.comparison import Test, min_pairs_for_significance
 
 _MAX_SEEDS = 10_000  # beyond this the answer is "not with seeds"
-_WINDOW = 16  # integers tried above the normal approximation (the t test needs a few more)
+_WINDOW = 16  # integers tried first, from just below the normal approximation
+_GRID = 100  # points of the geometric grid from 2 to _MAX_SEEDS: neighbours 9 % apart
 
 
 def seeds_needed(
@@ -39,38 +40,47 @@ def seeds_needed(
     effect = delta / std_difference
     solver = TTestPower() if paired else TTestIndPower()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence chatter at extreme effect sizes
+        warnings.simplefilter("ignore")  # overflow chatter of the noncentral t at extreme effect sizes
         n = _smallest_n(solver, effect, alpha, power)
-        if n is None:  # outside the window around the normal approximation: solve for it
-            try:
-                n = solver.solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
-            except (ValueError, RuntimeError):
-                return _MAX_SEEDS
-    n = float(n)
-    if not math.isfinite(n):
-        return _MAX_SEEDS
-    return int(min(max(math.ceil(n - 1e-9), floor), _MAX_SEEDS))
+    return min(max(n, floor), _MAX_SEEDS)
 
 
-def _smallest_n(solver: TTestPower | TTestIndPower, effect: float, alpha: float, power: float) -> int | None:
-    """The smallest whole n whose t-test power reaches `power`, from one vectorised power call over the
-    integers near the normal approximation; None when the answer lies outside them.
+def _smallest_n(solver: TTestPower | TTestIndPower, effect: float, alpha: float, power: float) -> int:
+    """The smallest whole n (2 to _MAX_SEEDS) whose t-test power reaches `power` (_MAX_SEEDS if none does).
 
-    The same answer as rounding `solve_power` up (power grows with n), without its root search, which took
-    most of a large report's comparison table."""
+    Power grows with n, so vectorised statsmodels power calls find it: first over the _WINDOW integers from
+    just below the normal approximation (the t test needs a few more); when the answer is not among them, over
+    a geometric grid from 2 to _MAX_SEEDS that brackets it, then over every whole n in the bracket. The same
+    answer as rounding `solve_power` up, without its root search (hundreds of scalar power calls per row, most
+    of a large report's comparison table), and also where that search fails or stops off the root."""
+    size = "nobs" if isinstance(solver, TTestPower) else "nobs1"
+
+    def reaches(n: np.ndarray) -> np.ndarray:
+        powers = solver.power(effect_size=effect, alpha=alpha, alternative="two-sided", **{size: n})
+        # At large effects statsmodels' two-sided power is NaN (the far tail of the noncentral t underflows);
+        # the near tail alone is then the power to within that far tail's negligible mass.
+        near = solver.power(effect_size=effect, alpha=alpha / 2, alternative="larger", **{size: n})
+        return np.where(np.isnan(powers), near, powers) >= power
+
+    def first_reaching(candidates: np.ndarray) -> int | None:
+        """The answer if it is among the consecutive `candidates` (the first may only reach when it is 2)."""
+        above = np.flatnonzero(reaches(candidates))
+        if not len(above) or (above[0] == 0 and candidates[0] > 2):
+            return None
+        return int(candidates[above[0]])
+
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     approx = (z / effect) ** 2 * (1 if isinstance(solver, TTestPower) else 2)
-    if not math.isfinite(approx) or approx > _MAX_SEEDS:
-        return None
-    low = max(2, math.floor(approx) - 2)
-    candidates = np.arange(low, low + _WINDOW)
-    size = "nobs" if isinstance(solver, TTestPower) else "nobs1"
-    powers = solver.power(effect_size=effect, alpha=alpha, alternative="two-sided", **{size: candidates})
-    # At large effects statsmodels' two-sided power is NaN (the far tail of the noncentral t underflows); the
-    # near tail alone is then the power to within that far tail's negligible mass.
-    near = solver.power(effect_size=effect, alpha=alpha / 2, alternative="larger", **{size: candidates})
-    powers = np.where(np.isnan(powers), near, powers)
-    reached = np.flatnonzero(powers >= power)
-    if not len(reached) or (reached[0] == 0 and low > 2):  # the first candidate already reaches: look lower
-        return None
-    return int(candidates[reached[0]])
+    if math.isfinite(approx) and approx <= _MAX_SEEDS:
+        low = max(2, math.floor(approx) - 2)
+        found = first_reaching(np.arange(low, min(low + _WINDOW, _MAX_SEEDS + 1)))
+        if found is not None:
+            return found
+    grid = np.unique(np.geomspace(2, _MAX_SEEDS, _GRID).round().astype(int))
+    above = np.flatnonzero(reaches(grid))
+    if not len(above):
+        return _MAX_SEEDS
+    if above[0] == 0:
+        return int(grid[0])
+    bracket = np.arange(grid[above[0] - 1] + 1, grid[above[0]] + 1)
+    return int(bracket[np.flatnonzero(reaches(bracket))[0]])
