@@ -1,21 +1,36 @@
-"""A team's server under load and faults: 2 `dicelab sweep` drivers at once into the same experiment, 3 trials
-each, and a probe writing a metric every second into an experiment of its own, on one shared local Ray node,
-against PostgreSQL + `mlflow server` with basic auth; mid-sweep the MLflow server is stopped for 15 s and
-PostgreSQL is restarted. Nothing may be lost or duplicated, and each outage must fall mid-sweep (trials
-still evaluated after it). The figures (trials finished, metric points expected vs found, duplicate runs,
-requests retried, p95 latency of a metric write, how long writes waited in each outage) are printed and
-written as JSON to $DICELAB_FIGURES_DIR (default: the test's temp dir); docs/team-server.md quotes them.
+"""A team's tracking server (PostgreSQL + `mlflow server` with basic auth, started here on 127.0.0.1 and
+stopped by process id, leaving no process and no directory), and dicelab against it, on one server and one
+set of sweeps for the whole file (a sweep costs its processes: a driver and a trial worker importing torch,
+transformers, Tune and MLflow, about 40 CPU-s, so the tests share the sweeps rather than run their own).
+
+Under load and faults: 2 `dicelab sweep` drivers at once into the same experiment, 3 trials each, and a
+probe writing a metric every 2 s into an experiment of its own, on one shared local Ray node; mid-sweep
+the MLflow server is stopped for a few seconds and PostgreSQL is restarted. Nothing may be lost or
+duplicated, and each outage must fall mid-sweep (trials still evaluated after it). The figures (trials
+finished, metric points expected vs found, duplicate runs, requests retried, p95 latency of a metric write,
+how long writes waited in each outage) are printed and written as JSON to $DICELAB_FIGURES_DIR (default:
+the test's temp dir); docs/team-server.md quotes them.
+
+On the sweeps that leaves: `dicelab analyze` over HTTP with the login (its report logged to the newest
+parent run through the artifact proxy) and with the database URI (the same report files), `dicelab ui
+--experiment` (the sweep's link on the server), and no password in any output (console, files, the
+server's logs and database, run params and tags). On the server alone: a wrong password is one line before
+Ray starts; metric histories read over HTTP equal those read with SQL.
 
 The size is the smallest that keeps it a load test: two drivers and their trial workers writing into one
-experiment at once (where a run could be duplicated), the probe into another. Each driver and its trial
-worker import torch, transformers, Tune and MLflow (about 40 CPU-s a driver), so `make test` runs 2 x 3.
-DICELAB_TEAM_LOAD=full runs the size of issue #26 (4 drivers, two into one experiment and two into
-others, 8 trials each: 4 losses x 2 seeds), whose figures docs/team-server.md gives.
+experiment at once (where a run could be duplicated), the probe into another, the server with one worker
+(it serves this file alone). DICELAB_TEAM_LOAD=full runs the size of issue #26 (4 drivers, two into one
+experiment and two into others, 8 trials each: 4 losses x 2 seeds; MLflow down 15 s, PostgreSQL 5 s; the
+server with the deployed flags' workers), whose figures docs/team-server.md gives.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
+import math
 import os
 import re
 import secrets
@@ -28,14 +43,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
+from mlflow.entities import Metric
 
+from dicelab.analysis import _run_tables
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 from dicelab.tracking import team_server
@@ -54,27 +73,92 @@ else:  # 3 losses x 1 seed = 3 trials per driver, one trial worker each (reused)
     DRIVERS = {"a1": "load-shared", "a2": "load-shared"}
     MAX_CONCURRENT = 1
 # DRIVERS: driver -> experiment; two drivers share one experiment, any others have their own
+SHARED = "load-shared"  # the experiment the analysis tests read
 TRIALS = len(DRIVERS) * len(LOSSES) * len(SEEDS)
 # Evaluated trials (of TRIALS) before each fault: early enough that most trials write after it.
 MLFLOW_OUTAGE_AFTER = 2 if FULL else 1
 POSTGRES_RESTART_AFTER = 10 if FULL else 3
-MLFLOW_OUTAGE_S = 15
-POSTGRES_OUTAGE_S = 5
-PROBE_EVERY_S = 0.5 if FULL else 1.0  # a few hundred writes at least: enough for a p95
+# How long each is down: issue #26's 15 s at full size; a few seconds are enough for the clients to meet
+# the outage and retry through it (the MLflow server's start adds its own seconds to the outage).
+MLFLOW_OUTAGE_S = 15 if FULL else 4
+POSTGRES_OUTAGE_S = 5 if FULL else 2
+PROBE_EVERY_S = 0.5 if FULL else 2.0  # a few hundred writes at least: enough for a p95
 RETRY_LINE = re.compile(r"Retrying \(")
+# MLflow's workers: the deployed flags' at full size (the docs' figures); one for the default size
+SERVER_WORKERS = None if FULL else 1
+
+
+@dataclass
+class TeamServerUnderTest:
+    server: team_server.TeamServer
+    username: str
+    password: str
+    ray_env: dict[str, str] = field(repr=False)  # the integration tests' base environment (conftest)
+
+    @property
+    def uri(self) -> str:
+        return self.server.tracking_uri
+
+    @property
+    def login(self) -> dict[str, str]:
+        return {"MLFLOW_TRACKING_USERNAME": self.username, "MLFLOW_TRACKING_PASSWORD": self.password}
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A client's environment: this server, its login, libpq's password file for the database URI."""
+        return {**self.ray_env, **self.server.client_environment(), **self.login, **extra}
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[team_server.TeamServer, dict[str, str]]]:
+def server(ray_env: dict[str, str]) -> Iterator[TeamServerUnderTest]:
+    """The file's team server; this process's MLflow client has its login and PGPASSFILE meanwhile."""
     try:
         team_server.postgres_bin()
     except TrackingError as error:
         pytest.fail(str(error), pytrace=False)
-    directory = Path(tempfile.mkdtemp(prefix="dl-tsl-", dir="/tmp"))
+    directory = Path(tempfile.mkdtemp(prefix="dl-tsl-", dir="/tmp"))  # reachable by the postgres user
     admin = ("admin", secrets.token_urlsafe(18))
-    with team_server.running(directory, admin) as running:
-        yield running, {"MLFLOW_TRACKING_USERNAME": admin[0], "MLFLOW_TRACKING_PASSWORD": admin[1]}
+    with (
+        team_server.running(directory, admin, workers=SERVER_WORKERS) as running,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        under_test = TeamServerUnderTest(running, *admin, ray_env=ray_env)
+        for key, value in {**under_test.login, "PGPASSFILE": str(running.pgpass)}.items():
+            patch.setenv(key, value)
+        yield under_test
     assert not directory.exists()
+
+
+def _dicelab(
+    args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dicelab.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def _dicelab_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`dicelab ARGS` run in this process, in `cwd` (the login and PGPASSFILE: the server fixture's
+    environment): the same command, without a second interpreter importing MLflow, pandas and matplotlib
+    again (about 9 CPU-s each). For commands that end on their own and start nothing."""
+    from dicelab.cli.dispatch import main
+
+    stdout, stderr, argv = io.StringIO(), io.StringIO(), sys.argv[:]
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
+        patch.chdir(cwd)
+        try:
+            code = main(args)
+        finally:
+            sys.argv = argv
+    return subprocess.CompletedProcess(["dicelab", *args], code, stdout.getvalue(), stderr.getvalue())
 
 
 def _config(directory: Path, name: str) -> Path:
@@ -93,57 +177,71 @@ def _config(directory: Path, name: str) -> Path:
     return path
 
 
+# `ray start` gives up when its processes come up too slowly for its fixed waits ("timed out during
+# startup"), which a loaded 2-core machine can exceed: the node is started once more, as the driver does.
+RAY_HEAD_STARTS = 2
+
+
 def _ray_head(directory: Path, env: dict[str, str], sweep_tools: Any) -> tuple[subprocess.Popen, str]:
     """One Ray node (2 CPUs) on 127.0.0.1 that the drivers share; its workers get the MLflow login from the
     node's environment, as a team cluster's nodes get it from their secrets."""
-    free = sweep_tools.free_port
-    port = free()
-    args = [
-        str(BIN / "ray"),
-        "start",
-        "--head",
-        f"--port={port}",
-        "--include-dashboard=false",
-        f"--ray-client-server-port={free()}",
-        f"--temp-dir={directory / 'ray'}",
-        "--num-cpus=2",
-        "--block",
-        "--disable-usage-stats",
-        "--node-ip-address=127.0.0.1",
-        f"--node-manager-port={free()}",
-        f"--object-manager-port={free()}",
-        f"--dashboard-agent-listen-port={free()}",
-        f"--dashboard-agent-grpc-port={free()}",
-        f"--runtime-env-agent-port={free()}",
-        f"--metrics-export-port={free()}",
-        "--min-worker-port=0",
-        "--max-worker-port=0",
-    ]
-    log = directory / "ray-head.log"
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            args, env=env, cwd=directory, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        sweep_tools.wait_until(
-            lambda: b"Ray runtime started" in log.read_bytes() or popen.poll() is not None, 300, "Ray"
-        )
-        assert popen.poll() is None, log.read_text()[-3000:]
-    except BaseException:
-        _stop_group(popen)
-        raise
-    return popen, f"127.0.0.1:{port}"
+    for attempt in range(1, RAY_HEAD_STARTS + 1):
+        free = sweep_tools.free_port
+        port = free()
+        args = [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            f"--ray-client-server-port={free()}",
+            f"--temp-dir={directory / f'ray{attempt}'}",
+            "--num-cpus=2",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address=127.0.0.1",
+            f"--node-manager-port={free()}",
+            f"--object-manager-port={free()}",
+            f"--dashboard-agent-listen-port={free()}",
+            f"--dashboard-agent-grpc-port={free()}",
+            f"--runtime-env-agent-port={free()}",
+            f"--metrics-export-port={free()}",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
+        ]
+        log = directory / f"ray-head-{attempt}.log"
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                args, env=env, cwd=directory, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        try:
+            sweep_tools.wait_until(functools.partial(_head_started, log, popen), 300, "Ray")
+        except BaseException:
+            _stop_group(popen)
+            raise
+        if popen.poll() is None:
+            return popen, f"127.0.0.1:{port}"
+        _stop_group(popen)  # whatever of its node is left
+        if b"timed out during startup" not in log.read_bytes() or attempt == RAY_HEAD_STARTS:
+            raise AssertionError(f"ray start failed:\n{log.read_text()[-3000:]}")
+    raise AssertionError("unreachable")
+
+
+def _head_started(log: Path, popen: subprocess.Popen) -> bool:
+    """Whether `ray start` is done: its node runs, or it exited."""
+    return b"Ray runtime started" in log.read_bytes() or popen.poll() is not None
 
 
 def _stop_group(popen: subprocess.Popen) -> None:
-    """SIGTERM the process group led by `popen` (`ray start --block` stops its node), SIGKILL after 60 s."""
+    """SIGTERM the process group led by `popen` (`ray start --block` stops its node), then SIGKILL to
+    whatever is left of the group (after 60 s, or at once when its leader had already exited)."""
     if popen.poll() is None:
         os.killpg(popen.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait()
+    with contextlib.suppress(ProcessLookupError):  # no member left
+        os.killpg(popen.pid, signal.SIGKILL)
+    popen.wait()
 
 
 class MetricProbe(threading.Thread):
@@ -177,14 +275,23 @@ def _wait_for(predicate: Any, timeout_s: float, what: str, drivers: dict[str, su
         time.sleep(2)
 
 
-def test_drivers_at_once_with_server_and_database_restarts(
-    server, sweep_tools, ray_env, tmp_path, monkeypatch
-):
-    team, login = server
-    for key, value in login.items():  # this process's client: the probe and the checks
-        monkeypatch.setenv(key, value)
+@dataclass
+class Load:
+    """What the load scenario left: the figures, the drivers' logs and directories."""
+
+    figures: dict[str, Any]
+    logs: dict[str, Path]
+    directory: Path
+
+
+@pytest.fixture(scope="module")
+def load(server, sweep_tools, ray_env, tmp_path_factory) -> Load:
+    """The drivers at once, the probe, the MLflow server stopped and PostgreSQL restarted mid-sweep; every
+    driver must end well (the sweeps are what the later tests read)."""
+    team = server.server
     uri = team.tracking_uri
-    env = {**ray_env, **login, "MLFLOW_TRACKING_URI": uri}
+    tmp_path = tmp_path_factory.mktemp("load")
+    env = {**ray_env, **server.login, "MLFLOW_TRACKING_URI": uri}
     ray_dir = Path(tempfile.mkdtemp(prefix="dl-r-", dir="/tmp"))  # short: Ray's socket paths (107 characters)
     try:
         head, address = _ray_head(ray_dir, env, sweep_tools)
@@ -203,11 +310,14 @@ def test_drivers_at_once_with_server_and_database_restarts(
             directory = tmp_path / driver
             directory.mkdir()
             logs[driver] = directory / "driver.log"
-            args = ["sweep", str(_config(directory, experiment)), "--address", address, "--tracking-uri", uri]
+            # `--address auto` with RAY_ADDRESS: the drivers join the node as processes on the cluster's own
+            # machine do, and the trials import the installed dicelab (HOST:PORT would ship the package to
+            # the workers in a runtime env, about 10 CPU-s more per driver; the cluster tests do that).
+            args = ["sweep", str(_config(directory, experiment)), "--address", "auto", "--tracking-uri", uri]
             with logs[driver].open("wb") as out:
                 drivers[driver] = subprocess.Popen(
                     [str(BIN / "dicelab"), *args],
-                    env=env,
+                    env={**env, "RAY_ADDRESS": address},
                     cwd=directory,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -256,14 +366,20 @@ def test_drivers_at_once_with_server_and_database_restarts(
     print("\nteam server under load and faults:", json.dumps(figures, indent=2))
     out = Path(os.environ.get("DICELAB_FIGURES_DIR", tmp_path)) / "team_server_load.json"
     out.write_text(json.dumps(figures, indent=2))
+    return Load(figures, logs, tmp_path)
 
+
+def test_drivers_at_once_with_server_and_database_restarts(server, load):
+    figures = load.figures
     assert figures["trials_finished"] == figures["trials_expected"] == TRIALS
     # Both outages fell mid-sweep: trials were still to evaluate (and write) after each was over.
+    evaluated_at_end = figures["trials_evaluated_after_outage"]
+    assert set(evaluated_at_end) == {"mlflow", "postgres"}
     assert all(count < TRIALS for count in evaluated_at_end.values()), evaluated_at_end
     assert figures["metric_points_found"] == figures["metric_points_expected"]
     assert figures["duplicate_runs"] == 0
     assert figures["parent_runs"] == len(DRIVERS)
-    assert login["MLFLOW_TRACKING_PASSWORD"] not in "".join(path.read_text() for path in logs.values())
+    assert server.password not in "".join(path.read_text() for path in load.logs.values())
 
 
 def _figures(
@@ -312,3 +428,134 @@ def _figures(
         "longest_write_wait_s": waited,
         "wall_s": round(wall_s, 1),
     }
+
+
+# -- dicelab on the sweeps the load left -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def analyzed(server, load, tmp_path_factory) -> tuple[Path, list[subprocess.CompletedProcess]]:
+    """`dicelab analyze` of the shared experiment over HTTP with the login (the report is logged back):
+    (its directory, the outputs of every command run here on the sweeps)."""
+    directory = tmp_path_factory.mktemp("analysis")
+    args = ["analyze", "--experiment", SHARED, "--tracking-uri", server.uri]
+    done = _dicelab_here(args, directory)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return directory, [done]
+
+
+def test_sweep_and_analysis_over_http_with_login(server, analyzed):
+    client = MlflowClient(server.uri)  # with the login (the server fixture's environment)
+    experiment = client.get_experiment_by_name(SHARED)
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_PARENT]
+    trials = [run for run in runs if run.data.tags.get(names.ROLE) == names.ROLE_TRIAL]
+    sweeps = sum(name == SHARED for name in DRIVERS.values())
+    assert len(parents) == sweeps and len(trials) == sweeps * len(LOSSES) * len(SEEDS)
+    assert all(run.info.status == "FINISHED" for run in trials)
+    # The report went through the artifact proxy (mlflow-artifacts:/), into the server's directory, on the
+    # parent run of the sweep it judged (the newest of the two).
+    assert experiment.artifact_location.startswith("mlflow-artifacts:")
+    reported = [run for run in parents if client.list_artifacts(run.info.run_id, names.REPORT_DIR)]
+    assert len(reported) == 1, "the report is not on one parent run"
+    stored = list(server.server.artifacts.rglob("*"))
+    assert any(names.REPORT_DIR in path.parts for path in stored), stored[:20]
+
+
+def test_analysis_with_the_database_uri_reads_the_same_trials(server, analyzed):
+    directory, _ = analyzed
+    # The password comes from libpq's PGPASSFILE (the server fixture's environment), never from the URI.
+    out = directory / "db-report"
+    args = ["analyze", "--experiment", SHARED, "--tracking-uri", server.server.database_uri]
+    done = _dicelab_here([*args, "--out", str(out), "--no-log"], directory)
+    assert done.returncode == 0, done.stderr[-3000:]
+    http_report = directory / ".dicelab" / "reports" / SHARED
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in http_report.iterdir())
+
+
+def test_ui_links_to_the_sweep_on_the_server(server, analyzed):
+    directory, outputs = analyzed
+    done = _dicelab_here(["ui", "--experiment", SHARED, "--tracking-uri", server.uri], directory)
+    outputs.append(done)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"sweep {SHARED!r}: {server.uri}/#/experiments/" in done.stdout
+
+
+def test_no_password_in_any_output(server, load, analyzed):
+    """Every output of the sweeps, the analyses and the UI (console, drivers' logs, report files, run params
+    and tags, the server's logs, artifacts and database files) is free of the MLflow password and
+    PostgreSQL's password."""
+    directory, outputs = analyzed
+    team = server.server
+    pg_password = team.pgpass.read_text().strip().rsplit(":", 1)[1]
+    secrets_ = [server.password.encode(), pg_password.encode()]
+    for done in outputs:
+        for secret in secrets_:
+            assert secret.decode() not in done.stdout + done.stderr, done.args
+    places = (directory, load.directory, team.directory)
+    files = [p for place in places for p in place.rglob("*") if p.is_file() and p != team.pgpass]
+    assert len(files) > 20
+    for path in files:
+        content = path.read_bytes()
+        for secret in secrets_:
+            assert secret not in content, path
+    client = MlflowClient(server.uri)
+    experiments = [client.get_experiment_by_name(name) for name in sorted(set(DRIVERS.values()))]
+    for run in client.search_runs([e.experiment_id for e in experiments], max_results=5000):
+        recorded = str(run.data.params) + str(run.data.tags)
+        assert server.password not in recorded and pg_password not in recorded
+
+
+# -- the server alone --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["sweep", "analyze"])
+def test_a_wrong_password_is_one_line_before_ray_starts(server, tmp_path, command):
+    args = {
+        "sweep": ["sweep", str(_config(tmp_path, "team-tiny"))],
+        "analyze": ["analyze", "--experiment", SHARED],
+    }[command]
+    started = time.monotonic()
+    wrong = "not-" + server.password
+    done = _dicelab(
+        [*args, "--tracking-uri", server.uri], tmp_path, server.env(MLFLOW_TRACKING_PASSWORD=wrong), 120
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert lines[0] == (
+        f"dicelab {command}: error: MLflow server {server.uri} refused the login (HTTP 401): set "
+        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials) to an account of "
+        "that server"
+    )
+    assert wrong not in done.stdout + done.stderr
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / ".dicelab").exists()  # nothing started, nothing written
+
+
+def test_histories_over_http_equal_the_database_s(server, monkeypatch):
+    """Metric histories read from the server over HTTP (the REST API's get-history-bulk-interval, several runs
+    a request) equal those read from its PostgreSQL database with SQL: values, steps, NaN, infinity."""
+    client = MlflowClient(server.uri)  # with the login and PGPASSFILE (the server fixture's environment)
+    experiment_id = client.create_experiment(f"histories-{time.time_ns()}")
+    values = [[0.5, 0.6, 0.7], [math.nan, 0.2, math.inf], [0.9], []]
+    run_ids = []
+    for history in values:
+        run_id = client.create_run(experiment_id).info.run_id
+        now = int(time.time() * 1000)
+        metrics = [Metric("dev_f1", value, now + step, step) for step, value in enumerate(history, 1)]
+        client.log_batch(run_id, metrics=[*metrics, Metric("dev_loss", 1.0, now, 1)])
+        run_ids.append(run_id)
+    monkeypatch.setattr(_run_tables, "_RUN_IDS_PER_REQUEST", 3)  # two requests for the four runs
+
+    over_http = _run_tables.read_histories(client, run_ids, "dev_f1")
+    database = MlflowClient(server.server.database_uri)
+    from_sql = _run_tables.read_histories(database, run_ids, "dev_f1")
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values(["run_id", "step"], ignore_index=True)
+
+    pd.testing.assert_frame_equal(ordered(over_http), ordered(from_sql), check_dtype=False)
+    assert len(over_http) == 7 and over_http["value"].isna().sum() == 1
+    # MLflow's SQL store keeps infinity as the largest float
+    assert over_http["value"].max() == sys.float_info.max
