@@ -9,9 +9,9 @@ import pytest
 
 from dicelab.experiment import experiment_from_dict
 from dicelab.sweeps.space import outline_sweep
-from dicelab.sweeps.warm_workers import TRIAL_MODULE, system_config
+from dicelab.sweeps.warm_workers import TRIAL_MODULES, system_config
 
-WARM = {"preload_python_modules": [TRIAL_MODULE], "kill_idle_workers_interval_ms": 0}
+WARM = {"preload_python_modules": TRIAL_MODULES, "kill_idle_workers_interval_ms": 0}
 FOUR = {"space": {"train.learning_rate": {"grid": [1e-3, 2e-3, 3e-3, 4e-3]}}}
 
 

@@ -6,9 +6,9 @@ only when their runtime environments match. Three things follow:
   not use Lightning), so no trial could take a prestarted worker: Ray killed them and started new ones,
   which is slower to a first call. `bare_trial_actors` drops that variable,
   leaving the actors' environment empty like the prestarted workers'.
-- The prestarted workers then import what a trial needs (torch, transformers, MLflow, Tune: ~5 s of CPU
-  each) while the driver still sets up, through Ray's `preload_python_modules`, instead of after Tune has
-  created the actors, so the first trials start sooner. Only when every prestarted worker will host a
+- The prestarted workers then import what a trial needs (torch, transformers' models, MLflow, Tune, the
+  scores: ~15 s of CPU each) while the driver still sets up, through Ray's `preload_python_modules`,
+  instead of after Tune has created the actors, so the first trials start sooner. Only when every prestarted worker will host a
   trial: an idle worker with these imports holds its memory (hundreds of MB) until the sweep ends.
 - Ray's idle-worker killer keeps as many idle workers as there are free CPUs, and there are none once Tune
   has reserved the trials' placement groups: in the moment before the actors claimed them, it killed the
@@ -23,7 +23,10 @@ from typing import Any
 from dicelab.sweeps import ray_adapter
 from dicelab.sweeps.space import SweepPlan
 
-TRIAL_MODULE = "dicelab.sweeps.trainable"  # the trials' module: imports all a trial needs
+TRIAL_MODULE = "dicelab.sweeps.trainable"  # the trials' module
+# What a trial needs beyond it: the modelling stack and the scores, which the tasks import where they are used
+# (so that a sweep's driver, which imports the tasks to build the inputs, does without them)
+TRIAL_MODULES = [TRIAL_MODULE, "transformers.models.bert.modeling_bert", "sklearn.metrics", "seqeval.metrics"]
 
 
 def system_config(plan: SweepPlan, cpus: int) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def system_config(plan: SweepPlan, cpus: int) -> dict[str, Any]:
     at_once = min(plan.trials_at_start, int(cpus // resources.cpu), plan.search.max_concurrent or cpus)
     if at_once < cpus:
         return {}
-    return ray_adapter.preload_system_config([TRIAL_MODULE])
+    return ray_adapter.preload_system_config(list(TRIAL_MODULES))
 
 
 def local_cpus() -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
+from transformers import AutoConfig, AutoTokenizer, BertConfig, BertTokenizerFast
 from transformers.utils.hub import cached_file, extract_commit_hash
 
 from dicelab.config import ModelConfig
@@ -175,12 +175,16 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
             max_position_embeddings=max_positions,
             pad_token_id=tokenizer.pad_token_id,
         )
+        from transformers import BertModel  # the modelling stack: where a model is built, not on import
+
         return BertModel(config, add_pooling_layer=False)
     source = backbone_source(model_config)
     name = source.location
     try:
         # fp32 master weights whatever dtype the checkpoint was saved in (transformers 5 defaults to the
         # checkpoint's): train.precision casts under autocast, and fp16's gradient scaler needs fp32 weights.
+        from transformers import AutoModel
+
         encoder = AutoModel.from_pretrained(name, revision=source.revision, dtype=torch.float32)
     except (OSError, ValueError) as error:
         raise ConfigError(

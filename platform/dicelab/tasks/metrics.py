@@ -13,8 +13,6 @@ import string
 from collections.abc import Sequence
 
 import numpy as np
-from seqeval import metrics as seqeval
-from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
 PerClass = dict[str, dict[str, float]]
 
@@ -28,6 +26,9 @@ def classification_metrics(
     Multi-class: `accuracy` and `macro_f1`, the unweighted mean F1 over the classes present in the gold or
     predicted labels (scikit-learn's default label set).
     """
+    # scikit-learn and seqeval where a score is computed: a sweep's driver imports the tasks without scoring
+    from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+
     gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
     if len(gold) == 0:
         per_class = {name: {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0} for name in label_names}
@@ -60,6 +61,8 @@ def tagging_metrics(gold: list[list[str]], predicted: list[list[str]]) -> tuple[
     seqeval's default mode, which scores like CoNLL's conlleval script (the paper's NER F1): an I-X that does
     not continue an X entity starts a new one, rather than being discarded as in seqeval's strict mode.
     """
+    from seqeval import metrics as seqeval
+
     metrics = {
         "f1": float(seqeval.f1_score(gold, predicted, zero_division=0)),
         "precision": float(seqeval.precision_score(gold, predicted, zero_division=0)),
