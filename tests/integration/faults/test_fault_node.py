@@ -1,30 +1,40 @@
-"""The worker node of a 2-node cluster killed in the middle of a sweep: its trial is retried on the node that
-is left, from its last checkpoint, in the same MLflow run; nothing is lost or duplicated.
+"""Two faults of a sweep on a 2-node cluster tracked by an MLflow server, one after the other:
+
+1. The MLflow server stopped for OUTAGE_S seconds in the middle of the sweep and started again: the trials
+   wait it out (the client's retries).
+2. Then the worker node killed: its trial is retried on the node that is left, from its last checkpoint, in
+   the same MLflow run.
+
+Nothing is lost or duplicated. One sweep for both faults: each sweep costs a driver (torch, transformers,
+Tune and MLflow imports) and its trials' workers.
 
 Placement is deterministic: each node has one CPU and the sweep runs its two 1-CPU trials at once, so one
-of them runs on the worker node. Each trial lasts well beyond a worker's start-up (imports: seconds): else
-the trial that finishes first hands its worker (reuse_actors) to the other one before the worker node's
-worker is up, and both run on the head node. Which trial runs where is read from the trial's run (its Ray
-node id tag), and the node is killed by the processes this test started (its `ray start` process group
-and the workers Ray started for it), never by name.
+of them runs on the worker node, provided the trial on the head node is still running when the worker
+node's worker is up (else the finished trial hands its worker over, reuse_actors, and both run on the head
+node). The outage gives that room: it starts at the first evaluation, and both trials wait for the server
+while the worker node's worker starts. Which trial runs where is read from the trial's run (its Ray node id
+tag), and the node is killed by the processes this test started (its `ray start` process group and the
+workers Ray started for it), never by name.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
-from mlflow.entities import Run
 
 from dicelab.sweeps.trainable import RAY_NODE, RESTORED_FROM_STEP, WORKER_PID
 from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
-EPOCHS = 12
+EPOCHS = 8
+OUTAGE_S = 15
 WORKER = 1  # the index of the worker node in the cluster's nodes
+NAME = "fault-node"
 
 
 def _running(pid: int) -> bool:
@@ -36,65 +46,130 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_worker_node_killed_mid_sweep(tmp_path, own_ray_cluster, sweep_tools, fault_figure, seldom):
+def _mlflow_server(tools, store: Path, port: int):
+    from_bin = Path(tools.env["PATH"].split(":")[0]) / "mlflow"
+    args = [
+        str(from_bin),
+        "server",
+        "--host=127.0.0.1",
+        f"--port={port}",
+        "--workers=1",
+        f"--backend-store-uri=sqlite:///{store / 'mlflow.db'}",
+        f"--artifacts-destination={store / 'artifacts'}",
+    ]
+    return tools.start_process("mlflow-server", args, store)
+
+
+def _healthy(uri: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
+    tmp_path, own_ray_cluster, sweep_tools, store_looks, fault_figure
+):
     cluster = own_ray_cluster
-    name = "fault-node"
+    store = tmp_path / "mlflow"
+    store.mkdir()
+    port = sweep_tools.free_port()
+    uri = f"http://127.0.0.1:{port}"
     config = sweep_tools.write_sweep(
         tmp_path,
-        name,
+        NAME,
         {
             "seeds": [1, 2],
             "space": {"loss.name": {"grid": ["ce"]}},
             "max_concurrent": 2,
             "max_failures": 1,
             "checkpoint_interval_s": 0,  # a checkpoint per evaluation: the moved trial continues from one
+            "save_model": "none",
         },
-        train={"epochs": EPOCHS},
-        data={"synthetic": {"n_train": 1024, "n_dev": 64}},  # one to two seconds per epoch
+        train={"epochs": EPOCHS, "save_model": "none"},
+        data={"synthetic": {"n_train": 512, "n_dev": 64}},  # half a second or more per epoch
     )
-    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    looks = store_looks(store / "mlflow.db")  # the server's store, read directly: no load on the server
     client = MlflowClient(uri)
     worker_id = cluster.node_ids[WORKER]
 
-    def evaluating_on_worker() -> Run | None:
+    def evaluating():
+        """Some trial has logged an evaluation; failing at once if both trials ran on the head node."""
+        trials = looks.trials(NAME)
+        if any(look.status == "FINISHED" for look in trials):
+            nodes = {look.tags.get(RAY_NODE) for look in trials}
+            assert worker_id in nodes, f"no trial ran on the worker node before one finished: {nodes}"
+        return any(look.evaluations for look in trials)
+
+    def evaluating_on_worker():
         """The running trial on the worker node once it has logged two evaluations: the first one's
         checkpoint has then reached Tune (killed earlier, the retry rightly starts over)."""
-        _, trials = sweep_tools.sweep_runs(uri, name)
-        for run in trials:
-            here = run.info.status == "RUNNING" and run.data.tags.get(RAY_NODE) == worker_id
-            if here and len(client.get_metric_history(run.info.run_id, "dev_f1")) >= 2:
-                return run
+        for look in looks.trials(NAME):
+            here = look.status == "RUNNING" and look.tags.get(RAY_NODE) == worker_id
+            if here and look.evaluations >= 2:
+                return look
         return None
 
-    args = ["sweep", str(config), "--address", cluster.address, "--tracking-uri", uri]
-    driver = sweep_tools.start(args, tmp_path)
+    server = _mlflow_server(sweep_tools, store, port)
+    driver = None
     try:
-        victim = sweep_tools.wait_until(
-            seldom(evaluating_on_worker), 400, "a trial evaluating on the worker node", driver
-        )
+        sweep_tools.wait_until(lambda: _healthy(uri), 120, "the MLflow server", server)
+        args = ["sweep", str(config), "--address", cluster.address, "--tracking-uri", uri]
+        driver = sweep_tools.start(args, tmp_path)
+
+        # 1. the MLflow server down for OUTAGE_S seconds
+        sweep_tools.wait_until(evaluating, 600, "the first evaluation", driver)
+        server.stop()
+        stopped_at = time.time()
+        time.sleep(OUTAGE_S)
+        server = _mlflow_server(sweep_tools, store, port)
+        sweep_tools.wait_until(lambda: _healthy(uri), 120, "the restarted MLflow server", server)
+        restarted_at = time.time()
+
+        # 2. the worker node killed
+        victim = sweep_tools.wait_until(evaluating_on_worker, 600, "a trial evaluating on the worker", driver)
         cluster.kill_node(WORKER)
         killed_at = time.time()
         # the trial's worker went with its node (else it could go on logging evaluations)
-        pid = int(victim.data.tags[WORKER_PID])
+        pid = int(victim.tags[WORKER_PID])
         sweep_tools.wait_until(lambda: not _running(pid), 10, f"the trial's worker {pid} to die")
         assert driver.popen.wait(timeout=600) == 0, driver.log.read_text()[-4000:]
         finished_s = time.time() - killed_at
-    finally:
-        driver.stop()
 
-    parents, trials = sweep_tools.sweep_runs(uri, name)
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    runs = sweep_tools.by_trial(parents[0], trials)  # one run per trial: nothing duplicated
-    states = {trial: (run.info.status, run.data.tags.get(names.REASON)) for trial, run in runs.items()}
-    assert len(runs) == 2 and all(status == "FINISHED" for status, _ in states.values()), states
-    retried = runs[victim.data.tags[names.TRIAL_ID]]
-    assert retried.data.tags[RAY_NODE] != worker_id  # it moved to the node that is left
-    assert int(retried.data.tags[RESTORED_FROM_STEP]) > 0  # from its checkpoint, not from the start
-    lost = sweep_tools.lost_evaluations(client, runs.values(), EPOCHS)
-    assert lost == 0
-    # recovered: the retried trial's first evaluation after the kill (MLflow timestamps are in ms)
-    after = [point.timestamp / 1000 for point in client.get_metric_history(retried.info.run_id, "dev_f1")]
-    recover_s = min(stamp for stamp in after if stamp > killed_at) - killed_at
+        parents, trials = sweep_tools.sweep_runs(uri, NAME)
+        assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+        runs = sweep_tools.by_trial(parents[0], trials)  # one run per trial: nothing duplicated
+        states = {trial: (run.info.status, run.data.tags.get(names.REASON)) for trial, run in runs.items()}
+        assert len(runs) == 2 and all(status == "FINISHED" for status, _ in states.values()), states
+        retried = runs[victim.tags[names.TRIAL_ID]]
+        assert retried.data.tags[RAY_NODE] != worker_id  # it moved to the node that is left
+        assert int(retried.data.tags[RESTORED_FROM_STEP]) > 0  # from its checkpoint, not from the start
+        lost = sweep_tools.lost_evaluations(client, runs.values(), EPOCHS)
+        assert lost == 0
+        histories = {
+            trial: client.get_metric_history(run.info.run_id, "dev_f1") for trial, run in runs.items()
+        }
+    finally:
+        if driver is not None:
+            driver.stop()
+        server.stop()
+
+    # MLflow timestamps are in ms. Recovered from the outage: the first evaluation logged after it began.
+    after_outage = [point.timestamp / 1000 for history in histories.values() for point in history]
+    after_outage = [stamp for stamp in after_outage if stamp >= stopped_at]
+    fault_figure(
+        f"MLflow server stopped for {OUTAGE_S} s mid-sweep, restarted",
+        trials_finished=f"{len(runs)}/2",
+        runs_duplicated=len(trials) - len(runs),
+        evaluations_lost=lost,
+        seconds_to_recover=f"{min(after_outage) - restarted_at:.0f} after the restart"
+        if after_outage
+        else "no evaluation after",
+    )
+    # Recovered from the kill: the retried trial's first evaluation after it.
+    after_kill = [point.timestamp / 1000 for point in histories[victim.tags[names.TRIAL_ID]]]
+    recover_s = min(stamp for stamp in after_kill if stamp > killed_at) - killed_at
     fault_figure(
         "worker node of a 2-node cluster killed mid-sweep",
         trials_finished=f"{len(runs)}/2",
