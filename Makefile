@@ -25,12 +25,12 @@ demo: $(STAMP)
 	$(BIN)/dicelab analyze --experiment quickstart --out reports/quickstart
 
 # Test tiers (docs/development.md). `make check`: lint, import contracts and the unit tier (no Ray, no server
-# process), on two xdist workers. `make test`: everything, what CI runs: the tests that start no Ray and no
-# server on two xdist workers, then the integration tests on two workers a file at a time (a file's tests
-# share one worker's Ray cluster and servers), the longest files first (tests/conftest.py LONGEST_FIRST).
-# `make integration`: that second step alone.
+# process), on two xdist workers. `make test`: everything, what CI runs, in one pytest session on two workers
+# a file at a time (a file's tests share one worker's Ray cluster and servers): the longest files first
+# (tests/conftest.py LONGEST_FIRST), then the short ones filling in until both workers end, and one collection
+# per worker (about 30 CPU-s each) instead of one per tier. `make integration`: the integration tier alone.
 PYTEST_WORKERS ?= 2
-INTEGRATION := -m integration -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+BY_FILE := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 check: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
@@ -40,11 +40,10 @@ check: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not integration"
-	$(BIN)/python -m pytest -q $(INTEGRATION)
+	$(BIN)/python -m pytest -q $(BY_FILE)
 
 integration: $(STAMP)
-	$(BIN)/python -m pytest -q $(INTEGRATION)
+	$(BIN)/python -m pytest -q -m integration $(BY_FILE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check platform tests benchmarks infra

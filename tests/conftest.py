@@ -9,9 +9,10 @@
   starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui` or
   `dicelab sweep|submit|ui` fails at once, telling its author how to mark it.
 
-`make test` runs the tests that start nothing on two pytest-xdist workers, then the integration tests in one
-process, alone on the machine, where they share its Ray cluster and MLflow server (session fixtures). Every
-integration test is also in one xdist group, so a `-n 2 --dist loadgroup` run keeps them on one worker.
+`make test` runs every test in one session on two pytest-xdist workers, a file at a time (`--dist
+loadfile`), in the order of LONGEST_FIRST and then the rest: a worker's files share its Ray cluster and MLflow
+server (session fixtures). Every integration test is also in one xdist group, so a `-n 2 --dist loadgroup`
+run keeps them on one worker.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ STARTS_PROCESSES = frozenset({"sweep_tools"})
 STARTS_BY_NAME = re.compile(r"(?:^|_)(?:ray|cluster|server)(?:_|$)")
 INTEGRATION_DIRS = (TESTS / "integration",)
 INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
-# The longest files of the integration tier first, the longest first (times in docs/development.md): two
+# The longest files first, the longest first (times in docs/development.md): two
 # xdist workers taking files in this order (`--dist loadfile --no-loadscope-reorder`, as `make test` does)
 # end close together instead of one starting a long file when the other is done. Every other file keeps its
 # place after these. Only the order: a file missing here runs all the same.
@@ -51,6 +52,17 @@ LONGEST_FIRST = (
     "integration/faults/test_fault_mlflow.py",
     "integration/test_warm_workers.py",
     "infra/test_infra_local_cluster.py",
+    # The longest files of the unit tier (about 30 to 55 CPU-s each), so they do not start last.
+    "tasks/test_tasks_families.py",
+    "analysis/test_analysis_large.py",
+    "benchmarks/test_gpu_check.py",
+    "analysis/test_analysis_report.py",
+    "models/test_models.py",
+    "analysis/test_analysis_decisions.py",
+    "test_cli.py",
+    "losses/test_losses_contract.py",
+    "analysis/test_analysis_cost.py",
+    "sweeps/test_sweep_racing.py",
 )
 # Ray's start-up waits, raised for a 2-core machine running two test workers (and other work) at once: the
 # head's GCS port file (30 s by default), connecting to the GCS (20 tries of about 1 s), a core worker
