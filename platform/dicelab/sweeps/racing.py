@@ -22,8 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from dicelab.stats import WORSE, compare, equivalent, holm, verdict
-
 FINISHED = "FINISHED"  # next_trial(): the race is decided, launch nothing more
 ALIVE, DROPPED = "alive", "dropped"
 SEPARATED, EQUIVALENT, BUDGET = "separated", "equivalent", "budget"
@@ -157,6 +155,9 @@ class Race:
         leader = self.leader()
         if leader is None:
             return []
+        # the statistics (scipy, statsmodels) where a race compares: a sweep that does not race goes without
+        from dicelab.stats import WORSE, compare, holm, verdict
+
         rivals = [i for i in self.alive() if i != leader and self._ready(i)]
         settings = self.settings
         comparisons = [
@@ -203,6 +204,8 @@ class Race:
         margin = self.settings.margin
         leader = self.leader()
         if margin and leader is not None:
+            from dicelab.stats import equivalent
+
             others = [i for i in alive if i != leader]
             if all(self._ready(i) for i in others) and all(
                 equivalent(self.results[i], self.results[leader], margin, alpha=self.settings.alpha)[0]
