@@ -197,11 +197,16 @@ class BaselineFinder:
     def __init__(self, obs: pd.DataFrame, param_columns: list[str], options: AnalysisOptions):
         self.options = options
         self.key = options.baseline_key
-        self._arenas = {
-            tuple(arena.values()): (group, configurations(group, param_columns))
-            for arena, group in _arenas(obs, self.key)
-        }
-        self._param_columns = param_columns
+        # per arena, once: its configuration columns and baseline configurations (a curve asks per point)
+        self._arenas: dict[tuple[Any, ...], tuple[list[str], list[Configuration]]] = {}
+        for arena, group in _arenas(obs, self.key):
+            baselines = [
+                c
+                for c in configurations(group, param_columns)
+                if _matches(c.settings.get(self.key), options.baseline_value)
+            ]
+            columns = [LOSS, VARIANT, *hyperparameter_columns(group, param_columns)]
+            self._arenas[tuple(arena.values())] = (columns, baselines)
 
     def partner(self, rows: pd.DataFrame) -> Configuration | None:
         """None when `rows` are themselves baseline trials, or no baseline agrees with their settings."""
@@ -210,11 +215,9 @@ class BaselineFinder:
         found = self._arenas.get((first["experiment"], first[TASK], first["metric"], variant))
         if found is None or self.key not in rows:
             return None
-        group, configs = found
+        columns, baselines = found
         if rows[self.key].map(lambda value: _matches(value, self.options.baseline_value)).any():
             return None
-        baselines = [c for c in configs if _matches(c.settings.get(self.key), self.options.baseline_value)]
-        columns = [LOSS, VARIANT, *hyperparameter_columns(group, self._param_columns)]
         settings = {c: rows[c].iloc[0] for c in columns if rows[c].nunique(dropna=False) == 1}
         usable = rows.loc[rows["usable"], "value"]
         point = Configuration(

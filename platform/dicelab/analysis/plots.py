@@ -8,15 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.image import imsave
 from matplotlib.lines import Line2D
 
 from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
+MAX_X_TICKS = 12  # a sensitivity figure labels each swept value up to this many, else this many spread evenly
 MAX_AXIS_LABELS = 10  # a parallel-coordinates axis labels each value up to this many, else min and max
 PAPER_LABEL = "paper (Li et al., 2020)"
 _COLORS = [f"C{i}" for i in range(10)]
@@ -24,8 +27,15 @@ _PREFERRED_ORDERS = {LOSS: LOSS_ORDER, VARIANT: VARIANT_ORDER}
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
+    """Write `figure` as a PNG of WIDTH x HEIGHT inches at DPI, in one draw.
+
+    `savefig` draws a figure with a layout engine twice: once without output to place the axes, then for
+    real. Agg's own draw places them and renders in one pass; its pixels are written as they are."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI, format="png")
+    figure.set_dpi(DPI)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    imsave(path, np.asarray(canvas.buffer_rgba()), format="png", dpi=DPI)
     return path
 
 
@@ -151,6 +161,8 @@ def sensitivity_figure(
     if logarithmic:
         axes.set_xscale("log")
     ticks = sorted(set(values))
+    if numeric and len(ticks) > MAX_X_TICKS:  # more labels than fit side by side: evenly spaced ones
+        ticks = [ticks[i] for i in np.unique(np.linspace(0, len(ticks) - 1, MAX_X_TICKS).round().astype(int))]
     axes.set_xticks(ticks, [format_value(v) for v in ticks] if numeric else categories)
     axes.minorticks_off()
     axes.set_ylabel(y_label)
