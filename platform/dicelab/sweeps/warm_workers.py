@@ -8,8 +8,9 @@ only when their runtime environments match. Three things follow:
   leaving the actors' environment empty like the prestarted workers'.
 - The prestarted workers then import what a trial needs (torch, transformers' models, MLflow, Tune, the
   scores: ~15 s of CPU each) while the driver still sets up, through Ray's `preload_python_modules`,
-  instead of after Tune has created the actors, so the first trials start sooner. Only when every prestarted worker will host a
-  trial: an idle worker with these imports holds its memory (hundreds of MB) until the sweep ends.
+  instead of after Tune has created the actors, so the first trials start sooner. Only when every
+  prestarted worker will host a trial: an idle worker with these imports holds its memory (hundreds of MB)
+  until the sweep ends.
 - Ray's idle-worker killer keeps as many idle workers as there are free CPUs, and there are none once Tune
   has reserved the trials' placement groups: in the moment before the actors claimed them, it killed the
   prestarted workers in some sweeps, and the trials waited for new workers. With preloading,
