@@ -141,6 +141,10 @@ class SearchConfig(SpaceBlock):
     # each worth a save and Tune's bookkeeping of it. A crashed trial redoes the training since its last
     # checkpoint: up to this interval plus the time between two evaluations.
     checkpoint_interval_s: float = Field(10.0, ge=0.0)
+    # A new trial takes a finished trial's worker (no second import of torch and transformers). Off: every
+    # trial gets a worker of its own, on the node Ray reserved for it; Tune otherwise hands a trial whose own
+    # worker is still starting to an idle one, wherever that is (docs/gpus.md, "Which node runs a trial").
+    reuse_actors: bool = True
     storage: str | None = None  # Tune results and checkpoints; None: <cwd>/.dicelab/ray_results
     start_from: StartFrom | None = None  # warm start (see StartFrom; docs/using-results.md)
     # The sweep's model: the winner's (the best seed of the best configuration, or of the race's winner),

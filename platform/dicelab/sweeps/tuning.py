@@ -71,6 +71,21 @@ def param_space(plan: SweepPlan) -> dict[str, Any]:
     return plan.algorithm.param_space(plan)
 
 
+def tune_config(context: SweepContext, directory: Path) -> tune.TuneConfig:
+    plan = context.plan
+    return tune.TuneConfig(
+        metric=context.tune_metric,
+        mode=MODE,
+        search_alg=search_algorithm(plan, context.metric, directory),
+        scheduler=scheduler(plan, plan.base["train"]["epochs"]),
+        num_samples=plan.algorithm.num_samples(plan),
+        max_concurrent_trials=plan.search.max_concurrent,
+        # by default a new trial reuses a finished trial's worker: no second import of torch
+        reuse_actors=plan.search.reuse_actors,
+        trial_dirname_creator=trial_dirname,
+    )
+
+
 def build_tuner(
     context: SweepContext,
     inputs: dict[str, Any],
@@ -82,16 +97,7 @@ def build_tuner(
     return tune.Tuner(
         trainable(context, inputs),
         param_space=param_space(plan),
-        tune_config=tune.TuneConfig(
-            metric=context.tune_metric,
-            mode=MODE,
-            search_alg=search_algorithm(plan, context.metric, directory),
-            scheduler=scheduler(plan, plan.base["train"]["epochs"]),
-            num_samples=plan.algorithm.num_samples(plan),
-            max_concurrent_trials=search.max_concurrent,
-            reuse_actors=True,  # a new trial reuses a finished trial's worker: no second torch import
-            trial_dirname_creator=trial_dirname,
-        ),
+        tune_config=tune_config(context, directory),
         run_config=tune.RunConfig(
             name=directory.name,
             storage_path=str(directory.parent),
