@@ -19,7 +19,6 @@ PYPROJECT = Path(__file__).parent / "pyproject.toml"
 PINNED_RAY = Version(re.search(r'"ray\[default,tune\]==([^"]+)"', PYPROJECT.read_text()).group(1))
 UNIT_TESTS = ["tests/sweeps"]  # the adapter's contract (tests/sweeps/test_ray_adapter.py) and the sweep units
 INTEGRATION_TESTS = [
-    "tests/integration/test_ray_preflight.py",
     "tests/integration/test_sweep_local.py",
     "tests/integration/test_sweep_cluster.py",
     "tests/integration/faults/test_fault_driver.py",

@@ -38,8 +38,6 @@ INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
 # place after these. Only the order: a file missing here runs all the same.
 LONGEST_FIRST = (
     "integration/test_sweep_cluster.py",
-    "integration/test_sweep_gpu_packing.py",  # on the shared cluster, when the same worker still holds it
-    "integration/test_ray_preflight.py",  # likewise
     "integration/test_sweep_local.py",
     "integration/faults/test_fault_node.py",
     "integration/test_team_server_load.py",

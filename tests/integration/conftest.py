@@ -96,7 +96,11 @@ def start(name: str, args: list[str], env: dict[str, str], directory: Path) -> P
     return Process(name, popen, log)
 
 
-def wait_until(predicate: Any, timeout_s: float, what: str, process: Process | None = None) -> Any:
+def wait_until(
+    predicate: Any, timeout_s: float, what: str, process: Process | None = None, every_s: float = 0.5
+) -> Any:
+    """predicate()'s first true value, asked every `every_s` seconds (a look at a sweep's store costs its
+    server and this process CPU: tests that wait on a sweep's trials ask every 1.5 s)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.popen.poll() is not None:
@@ -104,7 +108,7 @@ def wait_until(predicate: Any, timeout_s: float, what: str, process: Process | N
         value = predicate()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every_s)
     tail = process.log.read_text()[-3000:] if process is not None else ""
     raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{tail}")
 

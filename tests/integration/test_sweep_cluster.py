@@ -4,26 +4,37 @@ their params, metrics, statuses and reasons. A small seed race is killed mid-way
 where it was, with no trial run twice and no run duplicated, and its decision and eliminations are recorded
 on the parent run.
 
+Also on that cluster: fractional GPUs packed four to a declared GPU, and the preflight (the cluster's Ray and
+Python versions against the driver's, a wrong token one line, exit 2).
+
 The nested runs and the failed, non-finite and crashed trials are one sweep's (a module fixture: a sweep's
-driver and trial workers cost far more than its tiny trials). Every test here uses the session's cluster and
-server (tests/integration/conftest.py): they are one module, so `pytest -n 2 --dist loadfile` runs them on
-one worker, which starts that cluster and server once.
+driver and trial workers cost far more than its tiny trials). Every test here uses the session's cluster
+(tests/integration/conftest.py), and the sweeps its MLflow server: they are one module, so `pytest -n 2
+--dist loadfile` runs them on one worker, which starts that cluster and server once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
-from collections import Counter
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
+from dicelab.sweeps import ray_adapter
+from dicelab.sweeps.parent_run import COST_CPU_HOURS, COST_GPU_HOURS, COST_TRIALS
 from dicelab.sweeps.race_records import DECISION_ARTIFACT, ELIMINATIONS_ARTIFACT
-from dicelab.sweeps.trainable import RAY_NODE, RESTORED_FROM_STEP, WORKER_PID
+from dicelab.sweeps.ray_adapter import ClusterMismatch, Versions
+from dicelab.sweeps.trainable import GPU_IDS, NODE_IP, RAY_NODE, RESTORED_FROM_STEP, WORKER_PID
 from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -48,7 +59,9 @@ def mixed_sweep(tmp_path_factory, ray_cluster, mlflow_server, sweep_tools):
             "conditional": {
                 "ce": {"space": {"train.learning_rate": {"grid": [1.0e-3, 1.0e39]}}},
                 "dice": {"space": {"train.device": {"grid": ["cuda"]}}},
-                "focal": {"space": {"train.epochs": {"grid": [30]}}},
+                # long enough to be killed after two evaluations and a checkpoint (the other focal trial is a
+                # second chance), short enough to cost little: each evaluation also saves a checkpoint
+                "focal": {"space": {"train.epochs": {"grid": [12]}}},
             },
             "max_concurrent": 2,
             "max_failures": 1,
@@ -64,6 +77,7 @@ def mixed_sweep(tmp_path_factory, ray_cluster, mlflow_server, sweep_tools):
             400,
             "a checkpoint of a focal trial",
             driver,
+            every_s=1.5,  # a look asks the server for the runs and metric histories
         )
         os.kill(int(focal.data.tags[WORKER_PID]), signal.SIGKILL)  # the trial's worker dies (same machine)
         driver.popen.wait(timeout=600)
@@ -197,6 +211,7 @@ def test_a_race_killed_mid_way_resumes_the_same_race(tmp_path, ray_cluster, mlfl
             400,
             "two finished trials",
             driver,
+            every_s=1.5,
         )
         driver.kill()
     finally:
@@ -267,3 +282,225 @@ def _checkpointed(tools, uri: str, experiment: str, loss: str, cwd: Path) -> Run
 def _finished(tools, uri: str, experiment: str) -> list[Run]:
     _, trials = tools.sweep_runs(uri, experiment)
     return [run for run in trials if run.info.status == "FINISHED"]
+
+
+# -- fractional GPUs ---------------------------------------------------------------------------------------
+
+# Quarter GPUs, 8 trials: issue #25's packing case (4 per GPU at once). Each trial actor imports torch,
+# transformers, Tune and MLflow (about 15 CPU-seconds); Tune's actor reuse usually starts fewer than 8.
+TRIALS, SHARE = 8, 0.25
+PER_GPU = round(1 / SHARE)  # each node declares one GPU
+
+
+def max_overlap(runs: list[Run]) -> int:
+    """The most runs that were running at one instant (start inclusive, end exclusive)."""
+    edges = sorted([(run.info.start_time, 1) for run in runs] + [(run.info.end_time, -1) for run in runs])
+    running = most = 0
+    for _, step in edges:  # at equal times the end (-1) sorts first: a run ending as another starts
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, mlflow_server, sweep_tools):
+    """Fractional GPUs on a real two-node Ray cluster without a GPU: each node of the tests' shared
+    cluster declares one (`ray start --num-gpus=1`, tests/integration/conftest.py), and a sweep of 8 trials
+    at `search.resources.gpu: 0.25` (cpu 0.25) has Ray reserve 4 trials on each node's GPU at once, never
+    more on one. Each trial records the GPU id Ray gave it and the node and worker process that ran it
+    (checked against the nodes' own worker logs); CUDA cannot see that GPU on this machine, so every trial
+    trains on CPU and says so once (a tag on its run) instead of failing; the trials charge GPU-seconds for
+    their reservation and the parent run sums them.
+
+    Which node's actors *run* the trials is Ray Tune's choice, not the reservation's: with actor reuse, a
+    trial whose own actor is still starting is handed a finished trial's actor instead (see docs/gpus.md,
+    "Which node runs a trial"). On this 2-core machine a trial's actor takes minutes to start (8 processes
+    import torch, transformers, Tune and MLflow at once) while a tiny trial trains in seconds, so the node
+    whose actors came up first may run all 8, 4 at a time; the test asserts what holds either way and
+    prints which it was."""
+    if _cuda_available():
+        pytest.skip("this machine has CUDA: the declared GPUs would be real ones")
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        "it-gpu-packing",
+        # one configuration, 8 seeds; CPUs never limit (8 x 0.25 = the cluster's 2), GPUs do (8 x 0.25 = 2)
+        {"seeds": list(range(1, TRIALS + 1)), "resources": {"cpu": SHARE, "gpu": SHARE}},
+        data={"synthetic": {"n_train": 192, "n_dev": 32}},  # long enough for the trials to overlap
+    )
+    started = time.monotonic()
+    done = sweep_tools.run(
+        ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server],
+        tmp_path,
+        timeout_s=500,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{TRIALS} completed" in done.stdout
+
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-gpu-packing")
+    runs = list(sweep_tools.by_trial(parents[0], trials).values())
+    assert len(runs) == TRIALS
+
+    # Ray reserved the trials' bundles 4 per node: both declared GPUs packed to their capacity at once.
+    reserved = reservations(ray_cluster, sweep_tools)
+    assert reserved == dict.fromkeys(ray_cluster.node_ids, PER_GPU), reserved
+
+    # Each run's tags say where it ran, and the nodes' own logs agree: its worker process was one of that
+    # node's Ray workers. Ray gave it GPU 0 (each node declares one GPU).
+    node_of_pid = worker_pids(ray_cluster)
+    for run in runs:
+        tags = run.data.tags
+        assert tags[GPU_IDS] == "0", tags
+        assert node_of_pid.get(int(tags[WORKER_PID])) == tags[RAY_NODE], (tags, node_of_pid)
+    addresses: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        addresses[run.data.tags[RAY_NODE]].add(run.data.tags[NODE_IP])
+    assert all(len(found) == 1 and "" not in found for found in addresses.values()), addresses
+
+    # Packed: 4 trials at once on a GPU, never more on one.
+    per_gpu: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        per_gpu[(run.data.tags[RAY_NODE], run.data.tags[GPU_IDS])].append(run)
+    overlaps = {node: max_overlap(group) for (node, _), group in per_gpu.items()}
+    trials_on = Counter(run.data.tags[RAY_NODE] for run in runs)
+    processes_on = {
+        node: len({run.data.tags[WORKER_PID] for run in group}) for (node, _), group in per_gpu.items()
+    }
+    names_of = dict(zip(ray_cluster.node_ids, ("head", "worker"), strict=True))
+    print(
+        f"gpu packing: sweep {seconds:.0f} s; reserved per node {_named(reserved, names_of)}; "
+        f"trials per node {_named(trials_on, names_of)} in {_named(processes_on, names_of)} actor "
+        f"processes; most at once per GPU {_named(overlaps, names_of)}, in the cluster {max_overlap(runs)}"
+    )
+    assert max(overlaps.values()) == PER_GPU and sum(trials_on.values()) == TRIALS, overlaps
+    # A node runs at most 4 trials at once, so a node that ran more than 4 handed later trials to the
+    # actors of its first ones (Tune's actor reuse): never more actor processes than GPU shares.
+    assert all(count <= PER_GPU for count in processes_on.values()), processes_on
+
+    # CUDA cannot see the declared GPU: each trial trained on CPU and said so, once.
+    for run in runs:
+        fallback = run.data.tags[names.DEVICE_FALLBACK]
+        assert "\n" not in fallback and "CPU" in fallback.upper(), fallback
+        assert run.data.params["train.num_threads"] == "1"  # a quarter CPU: one torch thread
+
+    # The reservation is charged: GPU-seconds = 0.25 x wall seconds; no peak memory without CUDA.
+    for run in runs:
+        metrics = run.data.metrics
+        assert metrics[names.COST_GPU_SECONDS] == pytest.approx(SHARE * metrics[names.COST_WALL_SECONDS])
+        assert names.GPU_PEAK_MEMORY_MB not in metrics
+    parent = parents[0].data.metrics
+    gpu_seconds = sum(run.data.metrics[names.COST_GPU_SECONDS] for run in runs)
+    cpu_seconds = sum(run.data.metrics[names.COST_CPU_SECONDS] for run in runs)
+    assert parent[COST_TRIALS] == TRIALS
+    assert parent[COST_GPU_HOURS] == pytest.approx(gpu_seconds / 3600)
+    assert parent[COST_CPU_HOURS] == pytest.approx(cpu_seconds / 3600)
+
+
+def reservations(cluster: Any, tools: Any) -> dict[str, int]:
+    """Node id -> how many trial reservations ({CPU: 0.25, GPU: 0.25} placement groups) Ray placed there,
+    as Ray's state API lists them (`ray list placement-groups --detail`; removed ones included). Only this
+    test's trials reserve that shape on the shared cluster."""
+    placed: Counter[str] = Counter()
+    for group in tools.state_list(cluster.dashboard, "placement_groups", tools.env, detail="True"):
+        for bundle in group["bundles"]:
+            if bundle["unit_resources"] == {"CPU": SHARE, "GPU": SHARE}:
+                placed[bundle["node_id"]] += 1
+    return dict(placed)
+
+
+def worker_pids(cluster: Any) -> dict[int, str]:
+    """Worker process id -> the node id whose Ray logs have that worker's log file
+    (`worker-<id>-<job>-<pid>.out` in the node's temp dir: the head's is ray/, the worker's ray-worker/;
+    a cluster started again by the tests has directories of its own)."""
+    directory = cluster.nodes[0].log.parent
+    found: dict[int, str] = {}
+    for node_id, temp in zip(cluster.node_ids, ("ray", "ray-worker"), strict=True):
+        for log in (directory / temp).glob("session_*/logs/worker-*.out"):
+            found[int(log.stem.rsplit("-", 1)[1])] = node_id
+    return found
+
+
+def _named(values: dict[str, Any], names_of: dict[str, str]) -> str:
+    return ", ".join(f"{names_of.get(node, node[:8])} {value}" for node, value in sorted(values.items()))
+
+
+# -- preflight ---------------------------------------------------------------------------------------------
+# The preflight against a real two-node Ray cluster on 127.0.0.1 (token authentication): the versions it
+# reports through its GCS (`dicelab sweep --address`) and its dashboard (`dicelab submit`) are the driver's; a
+# driver of another version gets one line naming both; a wrong token is one line, exit 2, before anything is
+# logged.
+
+
+# Ray's C++ client reads the token once per process, so the driver's side runs in a fresh process of its own
+# (this test process may already have met another cluster's token in an earlier test of its worker).
+DRIVER = """
+import json, sys
+from ray.job_submission import JobSubmissionClient
+from dicelab.sweeps import ray_adapter
+address, dashboard = sys.argv[1:3]
+reported = ray_adapter.cluster_versions(address)
+ray_adapter.check_cluster(address)  # the same versions: no error
+client = JobSubmissionClient(dashboard)
+board = ray_adapter.dashboard_versions(client, dashboard)
+ray_adapter.check_dashboard(client, dashboard)
+driver = ray_adapter.driver_versions()
+print(json.dumps([[v.ray, v.python] for v in (driver, reported, board)]))
+"""
+
+
+def test_the_cluster_reports_the_drivers_versions_and_another_driver_gets_one_line(ray_cluster, ray_env):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    env.update({key: value for key, value in ray_env.items() if key.startswith("RAY_")})
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, ray_cluster.address, ray_cluster.dashboard],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    driver, reported, board = (Versions(*found) for found in json.loads(done.stdout.strip().splitlines()[-1]))
+    assert reported == driver == board
+    assert driver == ray_adapter.driver_versions()
+
+    # a driver of the next Ray release, and one on another Python, against what the cluster reported
+    where = f"--address {ray_cluster.address}"
+    newer = Versions("2.61.0", reported.python)
+    line = ray_adapter.version_mismatch(reported, newer, where)
+    assert line is not None and "\n" not in line
+    assert line.startswith(
+        f"{where}: the cluster runs Ray {reported.ray} on Python {reported.python}, "
+        f"this driver Ray 2.61.0 on Python {reported.python}:"
+    )
+    other_python = Versions(reported.ray, "3.99.0")
+    assert f"this driver Ray {reported.ray} on Python 3.99.0" in str(
+        ray_adapter.version_mismatch(reported, other_python, where)
+    )
+    assert ClusterMismatch(line).exit_code == 2
+
+
+def test_a_wrong_token_is_one_line_exit_2_and_nothing_is_logged(ray_cluster, sweep_tools, tmp_path: Path):
+    config = sweep_tools.write_sweep(tmp_path, "preflight", {"space": {"loss.name": {"grid": ["ce"]}}})
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text(secrets.token_hex(32))
+    env = {**sweep_tools.env, "RAY_AUTH_TOKEN_PATH": str(wrong)}
+    store = tmp_path / "mlflow.db"
+    done = sweep_tools.run(
+        ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", f"sqlite:///{store}"],
+        tmp_path,
+        timeout_s=180,
+        env=env,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "token" in lines[0] and ray_cluster.address in lines[0], done.stderr
+    assert not store.exists()  # nothing logged: not even the store was created
+
+    submitted = sweep_tools.run(
+        ["submit", str(config), "--address", ray_cluster.dashboard, "--no-tracking-check"],
+        tmp_path,
+        timeout_s=180,
+        env=env,
+    )
+    assert submitted.returncode == 2, submitted.stdout + submitted.stderr
+    lines = [line for line in submitted.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "token" in lines[0], submitted.stderr

@@ -1,7 +1,7 @@
 """The Ray adapter's contract: one test per private Ray / Tune touch point of `dicelab.sweeps.ray_adapter`,
 each failing with a message naming the touch point when a Ray release changes it; that no other module touches
 Ray's internals; and the preflight's comparison and its one-line error. (Against a real cluster:
-tests/integration/test_ray_preflight.py.) No Ray is started here."""
+tests/integration/test_sweep_cluster.py.) No Ray is started here."""
 
 from __future__ import annotations
 
