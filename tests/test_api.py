@@ -212,7 +212,8 @@ def test_the_exported_winner_reproduces_its_best_dev_metric(kernel):
 
 
 def test_a_warm_started_sweep_runs_the_earlier_winner_first(kernel):
-    # One trial worker (max_concurrent 1): this sweep is about the order of its trials, not concurrency.
+    # One trial worker (max_concurrent 1) and one epoch a trial: this sweep is about the order of its trials,
+    # not concurrency or what the trials learn.
     facts = kernel.run(
         f"""
         import contextlib, io, json
@@ -228,10 +229,12 @@ def test_a_warm_started_sweep_runs_the_earlier_winner_first(kernel):
             "start_from": {{"experiment": {NAME!r}}},
             "save_model": "none",
         }}
+        _train = {{**config["train"], "epochs": 1}}
         _lines, _printed = [], io.StringIO()
         with contextlib.redirect_stdout(_printed):
             _warm = dicelab.sweep(
-                {{**config, "name": "notebook-warm", "search": _search}}, progress=_lines.append
+                {{**config, "name": "notebook-warm", "train": _train, "search": _search}},
+                progress=_lines.append,
             )
         _winner = MlflowClient(result.tracking_uri).get_run(result.winner_run_id)
         print(json.dumps({{
