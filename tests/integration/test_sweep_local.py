@@ -14,6 +14,10 @@ from dicelab.tracking import conventions as names
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+# The interrupted sweep's trials: long enough to be running when Ctrl-C comes (it comes after a trial's first
+# evaluation), short enough that the resume costs little.
+INTERRUPTED_EPOCHS = 16
+
 
 @pytest.fixture(scope="module")
 def asha_sweep(tmp_path_factory, sweep_tools):
@@ -78,7 +82,7 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
         tmp_path,
         "it-interrupt",
         {"space": {"loss.name": {"grid": ["ce", "dice"]}}, "max_concurrent": 1},
-        train={"epochs": 30},  # long enough to be running when interrupted
+        train={"epochs": INTERRUPTED_EPOCHS},
     )
     uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -90,7 +94,8 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
 
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
-        sweep_tools.wait_until(evaluated_trial, 300, "a running trial's first evaluation", driver)
+        first = "a running trial's first evaluation"
+        sweep_tools.wait_until(evaluated_trial, 300, first, driver, every_s=1.5)
         os.kill(driver.popen.pid, signal.SIGINT)  # Ctrl-C in the driver's terminal
         assert driver.popen.wait(timeout=120) == 130, driver.log.read_text()[-3000:]
     finally:
@@ -115,7 +120,7 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
     evaluated = [
         {p.step for p in client.get_metric_history(run.info.run_id, "dev_f1")} for run in runs.values()
     ]
-    lost = sum(30 - len(steps) for steps in evaluated)
+    lost = sum(INTERRUPTED_EPOCHS - len(steps) for steps in evaluated)
     assert lost == 0
     fault_figure(
         "Ctrl-C (SIGINT) of the driver, then --resume",
