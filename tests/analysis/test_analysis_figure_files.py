@@ -66,3 +66,15 @@ def test_many_swept_values_get_evenly_spread_tick_labels():
     x = _curves(40)[0]["x"]
     assert len(ticks) == plots.MAX_X_TICKS and ticks[0] == x.min() and ticks[-1] == x.max()
     assert set(ticks) <= set(x)  # each label names a swept value
+
+
+def test_a_baseline_per_point_is_named_by_its_rule_not_listed():
+    curves, points = _curves(40)
+    curves["baseline"] = [f"ce · alpha={x}" for x in curves["x"]]  # ce at each alpha, as a sweep pairs them
+    figure = plots.sensitivity_figure(
+        curves, points, param="loss.alpha", relation="", y_label="F1 (%)", title="t", bounds=(0, 100)
+    )
+    label = figure.axes[1].get_ylabel()
+    assert "alpha=" not in label and "baseline" in label
+    one = _figure(8).axes[1].get_ylabel()
+    assert one.startswith("Δ vs ce")

@@ -19,7 +19,8 @@ from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
-MAX_X_TICKS = 12  # a sensitivity figure labels each swept value up to this many, else this many spread evenly
+MAX_X_TICKS = 8  # a sensitivity figure labels each swept value up to this many, else this many spread evenly
+MAX_NAMED_BASELINES = 2  # the paired-difference panel names its baselines up to this many
 MAX_AXIS_LABELS = 10  # a parallel-coordinates axis labels each value up to this many, else min and max
 PAPER_LABEL = "paper (Li et al., 2020)"
 _COLORS = [f"C{i}" for i in range(10)]
@@ -192,8 +193,10 @@ def _paired_differences(
             markersize=4, capsize=3, linewidth=1,
         )  # fmt: skip
         container.lines[0].set_gid("paired")
-    baselines = ", ".join(sorted({str(b) for b in curves["baseline"] if b}))
-    axes.set_ylabel(f"Δ vs {baselines}\n(paired)", fontsize=9)
+    baselines = sorted({str(b) for b in curves["baseline"] if b})
+    # a baseline per swept value (ce at each alpha) would list them all: name what they have in common
+    named = ", ".join(baselines) if len(baselines) <= MAX_NAMED_BASELINES else "the baseline\nat each point"
+    axes.set_ylabel(f"Δ vs {named}\n(paired)", fontsize=9)
     axes.grid(alpha=0.3)
 
 

@@ -275,7 +275,12 @@ def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
     show_delta = bool(rows["delta"].notna().any())
     header = ["line", short_name(param), "n", "mean", f"{ctx.level} CI"]
     if show_delta:
-        baselines = ", ".join(f"`{b}`" for b in sorted({b for b in rows["baseline"] if b}))
+        found = sorted({b for b in rows["baseline"] if b})
+        baselines = (  # one per swept value (ce at each alpha): the column says which rule chose them
+            ", ".join(f"`{b}`" for b in found)
+            if len(found) <= plots.MAX_NAMED_BASELINES
+            else f"`{ctx.options.baseline}` with the same settings"
+        )
         header += [f"Δ vs {baselines}", f"{ctx.level} CI (paired)", "p (Holm)"]
     header += ["failed / degenerate / missing"] if show_failed else []
     header += ["paper"] if show_paper else []
