@@ -6,7 +6,9 @@ Starts `dicelab ui` on a free port of 127.0.0.1 over the store (default: ./.dice
 leaves it), opens the sweep's runs (best first), its chart view, its best trial and the parent run's report
 artifact, writes one PNG per page next to this script, and stops the server by its process group id.
 Needs Chromium (`apt-get install -y chromium`, or --chromium PATH). It is also how to check the UI in a real
-browser after a change to what dicelab records.
+browser after a change to what dicelab records. On a loaded machine a page may be captured before it has
+drawn (charts still loading, an empty report pane): look at every PNG and retake (`--out` to another folder
+keeps the good ones).
 """
 
 from __future__ import annotations
