@@ -3,7 +3,7 @@
 - `integration`: the test starts Ray or a server. Nobody marks it by hand: a test is marked here when it lives
   under tests/integration/ or uses a fixture that starts such a process: one named in STARTS_PROCESSES, or one
   whose name says so (a word `ray`, `cluster` or `server` in it: `ray_cluster`, `mlflow_server`,
-  `team_server_under_test`). Fixtures that start processes are named that way.
+  `server`). Fixtures that start processes are named that way.
 - `slow`: marked by hand (more than ~20 s on 2 cores without starting Ray or a server).
 - the unit tier is everything else, and it stays free of processes: a test not marked `integration` that
   starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui` or
@@ -38,18 +38,15 @@ INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
 # place after these. Only the order: a file missing here runs all the same.
 LONGEST_FIRST = (
     "integration/test_sweep_cluster.py",
-    "integration/test_sweep_local.py",
     "integration/faults/test_fault_node.py",
+    "integration/faults/test_fault_driver.py",
+    "integration/test_sweep_local.py",
     "integration/test_team_server_load.py",
-    "integration/faults/test_fault_checkpoint_disk.py",
-    "tracking/test_team_server.py",
     "test_api.py",
     "integration/faults/test_fault_disk_full.py",
-    "integration/faults/test_fault_driver.py",
     "benchmarks/test_scale_benchmarks.py",
-    "integration/faults/test_fault_mlflow.py",
-    "integration/test_warm_workers.py",
     "infra/test_infra_local_cluster.py",
+    "integration/test_warm_workers.py",
     # The longest files of the unit tier (about 30 to 55 CPU-s each), so they do not start last.
     "tasks/test_tasks_families.py",
     "analysis/test_analysis_large.py",

@@ -3,6 +3,7 @@ starts Ray or a server fails before the process starts."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,16 @@ def test_the_unit_tier_refuses_to_start_ray_or_a_server(tiers: pytest.Pytester) 
 
 def test_integration_tests_share_one_xdist_group(tiers: pytest.Pytester) -> None:
     tiers.runpytest("-m", "integration", "-q").assert_outcomes(passed=2, deselected=4)
+
+
+def test_every_file_in_the_run_order_exists():
+    """LONGEST_FIRST orders files by name: a renamed or merged file would silently fall to the end."""
+    tree = ast.parse(CONFTEST.read_text())
+    order = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LONGEST_FIRST"
+    )
+    names = [ast.literal_eval(element) for element in order.elts]
+    missing = [name for name in names if not (CONFTEST.parent / name).is_file()]
+    assert names and not missing, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}"
