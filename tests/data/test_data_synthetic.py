@@ -122,3 +122,46 @@ def test_pairs_unrelated_negatives_are_the_easy_ones_and_off_by_default():
 
     # unrelated events share few words; the hard negatives differ by one cue or detail
     assert negative_overlap(easy) < 0.25 < negative_overlap(hard)
+
+
+VAGUE_TIMES = ("recently", "lately", "earlier this year", "some time ago")
+
+
+def _is_vague(text: str) -> bool:
+    return any(phrase in text.lower() for phrase in VAGUE_TIMES)
+
+
+def test_pairs_ambiguous_share_is_exact_and_off_by_default():
+    plain = generate_pairs(500, 0.2, 4)
+    # no extra draw at 0: older data unchanged
+    assert plain.equals(generate_pairs(500, 0.2, 4, ambiguous_rate=0.0))
+    assert not any(map(_is_vague, [*plain["text_a"], *plain["text_b"]]))
+    frame = generate_pairs(500, 0.2, 4, ambiguous_rate=0.2, ambiguous_positive_rate=0.4)
+    vague = [_is_vague(a) or _is_vague(b) for a, b in zip(frame["text_a"], frame["text_b"], strict=True)]
+    ambiguous = frame[vague]
+    # positive_rate stays exact, the ambiguous positives count in it
+    assert (frame["label"] == "1").sum() == 100
+    assert len(ambiguous) == 100 and (ambiguous["label"] == "1").sum() == 40
+    # exactly one sentence of an ambiguous pair is vague: it has no number, the other has one
+    for a, b in zip(ambiguous["text_a"], ambiguous["text_b"], strict=True):
+        assert _is_vague(a) != _is_vague(b)
+        vague_text, precise = (a, b) if _is_vague(a) else (b, a)
+        assert re.search(r"\d", precise) and not re.search(r"\d", vague_text)
+
+
+def test_pairs_ambiguous_labels_do_not_depend_on_the_wording():
+    frame = generate_pairs(4000, 0.2, 5, ambiguous_rate=0.3, ambiguous_positive_rate=0.4)
+    vague = [_is_vague(a) or _is_vague(b) for a, b in zip(frame["text_a"], frame["text_b"], strict=True)]
+    ambiguous = frame[vague]
+    with_word = {"1": Counter(), "0": Counter()}
+    for a, b, label in zip(ambiguous["text_a"], ambiguous["text_b"], ambiguous["label"], strict=True):
+        with_word[label].update(set(re.findall(r"[a-z]+", f"{a} {b}".lower())))
+    counts = ambiguous["label"].value_counts()
+    for word in ("some", "several", "recently", "not", "never", "while", "also", "were", "reports"):
+        shares = [with_word[label][word] / counts[label] for label in ("1", "0")]
+        assert abs(shares[0] - shares[1]) < 0.08, word  # the same wordings in both labels
+
+
+def test_pairs_ambiguous_share_that_does_not_fit_is_an_error():
+    with pytest.raises(ValueError, match="ambiguous_rate"):
+        generate_pairs(100, 0.1, 0, ambiguous_rate=0.5, ambiguous_positive_rate=0.4)  # 20 positives > 10

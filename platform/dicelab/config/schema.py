@@ -22,6 +22,8 @@ class SyntheticConfig(Section):
     n_dev: int = Field(500, ge=1)
     positive_rate: float = Field(0.2, gt=0.0, lt=1.0)  # pairs: share of duplicates
     unrelated_rate: float = Field(0.0, ge=0.0, le=1.0)  # pairs: share of negatives pairing unrelated events
+    ambiguous_rate: float = Field(0.0, ge=0.0, lt=1.0)  # pairs: share restating an event vaguely
+    ambiguous_positive_rate: float = Field(0.4, ge=0.0, le=1.0)  # pairs: share of those labelled 1
     entity_density: float = Field(0.15, gt=0.0, lt=1.0)  # tagging: share of tokens inside an entity
     unanswerable_rate: float = Field(0.0, ge=0.0, lt=1.0)  # spans: SQuAD 2.0-style questions without answer
     seed: int = 0

@@ -12,13 +12,14 @@ from dicelab.data.synthetic import generate_pairs
 def synthetic_pairs(config: ExperimentConfig, family: Family) -> RawDataset:
     options = config.data.synthetic
     # train and dev draw from independent streams: changing n_train leaves dev as it is
+    shares = {
+        "unrelated_rate": options.unrelated_rate,
+        "ambiguous_rate": options.ambiguous_rate,
+        "ambiguous_positive_rate": options.ambiguous_positive_rate,
+    }
     splits = {
-        "train": generate_pairs(
-            options.n_train, options.positive_rate, [options.seed, 0], options.unrelated_rate
-        ),
-        "dev": generate_pairs(
-            options.n_dev, options.positive_rate, [options.seed, 1], options.unrelated_rate
-        ),
+        "train": generate_pairs(options.n_train, options.positive_rate, [options.seed, 0], **shares),
+        "dev": generate_pairs(options.n_dev, options.positive_rate, [options.seed, 1], **shares),
     }
     return RawDataset(
         family="pairs",

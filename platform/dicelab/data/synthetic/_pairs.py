@@ -11,6 +11,12 @@ Positives are negated or carry an extra action too, in both sentences, and every
 so no single word tells the classes apart (the best one-word rule is right for 57% of balanced pairs).
 Changed details must be compared sentence to sentence, which a small model from scratch barely learns:
 they are the hard tenth of the negatives that keeps F1 below 1.
+
+Optionally (`ambiguous_rate`, 0 by default) a share of the pairs restate one event, once precisely and once
+vaguely ("45 cars in Oslo on Monday" / "some vehicles recently"): whether that is the same event is a matter
+of judgement, and like annotators who disagree, a share `ambiguous_positive_rate` of them is labelled "1",
+drawn independently of the wording. Their P(y=1|x) is that share for any model: the paper's case where
+positives are a minority and a decision threshold of one half and an F1-optimal one disagree.
 """
 
 from __future__ import annotations
@@ -113,6 +119,8 @@ EXTRAS = (
     ", after {objects} had been {participle}",
 )
 LEAD_INS = ("", "", "", "According to officials, ", "Reports say that ", "It was announced that ")
+VAGUE_QUANTITIES = ("some", "several", "a number of", "a few", "dozens of")
+VAGUE_TIMES = ("recently", "lately", "earlier this year", "some time ago")
 
 
 @dataclass(frozen=True)
@@ -134,16 +142,29 @@ class Event:
 
 
 def generate_pairs(
-    n: int, positive_rate: float, seed: int | list[int], unrelated_rate: float = 0.0
+    n: int,
+    positive_rate: float,
+    seed: int | list[int],
+    unrelated_rate: float = 0.0,
+    ambiguous_rate: float = 0.0,
+    ambiguous_positive_rate: float = 0.4,
 ) -> pd.DataFrame:
     """`n` pairs (text_a, text_b, label), round(n * positive_rate) of them labelled "1". A share
     `unrelated_rate` of the negatives pairs two independent events (the easy negatives of QQP-like data, told
-    apart by word overlap); the others are the hard kinds of NEGATIVE_KINDS."""
+    apart by word overlap); the others are the hard kinds of NEGATIVE_KINDS. round(n * ambiguous_rate) pairs
+    are ambiguous (one sentence vague), round(that * ambiguous_positive_rate) of them labelled "1"; they count
+    in positive_rate."""
     rng = np.random.default_rng(seed)
     kinds, shares = list(NEGATIVE_KINDS), list(NEGATIVE_KINDS.values())
     rows = []
-    for positive in exact_shuffled_flags(n, positive_rate, rng):
+    for positive, ambiguous in _labels(n, positive_rate, ambiguous_rate, ambiguous_positive_rate, rng):
         event = random_event(rng)
+        if ambiguous:
+            precise, vague = realise(event, rng), realise(event, rng, vague=True)
+            if rng.random() < 0.5:
+                precise, vague = vague, precise
+            rows.append((precise, vague, "1" if positive else "0"))
+            continue
         if positive:
             other = event
         elif unrelated_rate and rng.random() < unrelated_rate:  # no draw at 0: older data stays the same
@@ -154,6 +175,32 @@ def generate_pairs(
             event, other = other, event  # the odd sentence is as often first as second
         rows.append((realise(event, rng), realise(other, rng), "1" if positive else "0"))
     return pd.DataFrame(rows, columns=["text_a", "text_b", "label"])
+
+
+def _labels(
+    n: int,
+    positive_rate: float,
+    ambiguous_rate: float,
+    ambiguous_positive_rate: float,
+    rng: np.random.Generator,
+) -> list[tuple[bool, bool]]:
+    """(positive, ambiguous) per pair, in random order, every count exact."""
+    if not ambiguous_rate:  # no extra draw: older data stays the same
+        return [(positive, False) for positive in exact_shuffled_flags(n, positive_rate, rng)]
+    positives, ambiguous = round(n * positive_rate), round(n * ambiguous_rate)
+    ambiguous_positives = round(ambiguous * ambiguous_positive_rate)
+    if ambiguous_positives > positives or ambiguous - ambiguous_positives > n - positives:
+        raise ValueError(
+            f"{ambiguous} ambiguous pairs with {ambiguous_positives} positives do not fit in {n} pairs with "
+            f"{positives} positives: lower ambiguous_rate"
+        )
+    labels = (
+        [(True, True)] * ambiguous_positives
+        + [(False, True)] * (ambiguous - ambiguous_positives)
+        + [(True, False)] * (positives - ambiguous_positives)
+        + [(False, False)] * (n - positives - ambiguous + ambiguous_positives)
+    )
+    return [labels[index] for index in rng.permutation(n)]
 
 
 def random_event(rng: np.random.Generator) -> Event:
@@ -221,14 +268,18 @@ def change_one_detail(event: Event, rng: np.random.Generator) -> Event:
             return changed
 
 
-def realise(event: Event, rng: np.random.Generator) -> str:
-    """One sentence for `event`, with randomly chosen wording and order."""
+def realise(event: Event, rng: np.random.Generator, vague: bool = False) -> str:
+    """One sentence for `event`, with randomly chosen wording and order; `vague`: no number, place or day."""
     base, past, participle = pick(rng, ACTIONS[event.main.action])
     agent = event.agent[0] if rng.random() < 0.7 else event.agent[1]
-    objects = f"{event.main.quantity} {pick(rng, event.main.objects)}"
-    place, time = f"in {event.place}", event.time
-    dropped = pick(rng, ("place", "time")) if rng.random() < DROP_DETAIL_RATE else None
-    place, time = ("" if dropped == "place" else place), ("" if dropped == "time" else time)
+    quantity = pick(rng, VAGUE_QUANTITIES) if vague else event.main.quantity
+    objects = f"{quantity} {pick(rng, event.main.objects)}"
+    if vague:
+        place, time = "", pick(rng, VAGUE_TIMES)
+    else:
+        place, time = f"in {event.place}", event.time
+        dropped = pick(rng, ("place", "time")) if rng.random() < DROP_DETAIL_RATE else None
+        place, time = ("" if dropped == "place" else place), ("" if dropped == "time" else time)
     verb = pick(rng, NEGATIONS).format(base=base, past=past) if event.negated else past
     form = int(rng.integers(4))
     if form == 0:
@@ -245,6 +296,7 @@ def realise(event: Event, rng: np.random.Generator) -> str:
         sentence = pick(rng, LEAD_INS) + sentence
     if event.extra is not None:
         extra_participle = pick(rng, ACTIONS[event.extra.action])[2]
-        extra_objects = f"{event.extra.quantity} {pick(rng, event.extra.objects)}"
+        extra_quantity = pick(rng, VAGUE_QUANTITIES) if vague else event.extra.quantity
+        extra_objects = f"{extra_quantity} {pick(rng, event.extra.objects)}"
         sentence += pick(rng, EXTRAS).format(objects=extra_objects, participle=extra_participle)
     return sentence[0].upper() + sentence[1:] + "."
