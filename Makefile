@@ -1,7 +1,8 @@
 # `make demo`, `make check` and `make test` each create .venv and install what they need (CPU torch pinned).
 # torch goes in with pip, which finds the CPU wheel where pip is configured to look (uv does not read pip's
 # configuration and would fetch a multi-GB CUDA build); the rest with uv, which downloads and installs in
-# parallel (about a minute instead of three on 2 cores), and pip if uv cannot be installed or fails.
+# parallel (about a minute instead of three on 2 cores), byte-compiled at install as pip does (so the first
+# `make demo` does not pay for it), and pip if uv cannot be installed or fails.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cu
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet uv && $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]" \
+	$(BIN)/python -m pip install --quiet uv && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[dev]" \
 		|| $(BIN)/python -m pip install --quiet -e ".[dev]"
 	rm -f $(VENV)/.installed-* && touch $@
 
