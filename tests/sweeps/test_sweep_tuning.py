@@ -1,5 +1,5 @@
-"""`search.reuse_actors`: whether Tune hands a new trial a finished trial's worker (the default) or gives every
-trial a worker of its own. No Ray is started: Tune's config is built, not run."""
+"""`search.reuse_actors`: whether Tune hands a new trial a finished trial's worker (the default) or gives
+every trial a worker of its own. No Ray is started: Tune's config is built, not run."""
 
 from __future__ import annotations
 
@@ -34,5 +34,5 @@ def test_trials_reuse_finished_trials_workers_unless_the_search_says_not(
 
 
 def test_reuse_actors_takes_a_boolean_only():
-    with pytest.raises(ConfigError, match="search.reuse_actors"):
+    with pytest.raises(ConfigError, match=r"search\.reuse_actors"):
         context({**GRID, "reuse_actors": "sometimes"})
