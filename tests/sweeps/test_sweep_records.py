@@ -76,14 +76,14 @@ def test_best_metrics_of_a_stopped_run_come_from_its_history(client):
     assert "best_train_loss" not in metrics
 
 
-def test_quickstart_is_a_seed_race_of_four_losses():
+def test_quickstart_is_a_seed_race_of_three_losses():
     config = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     plan = plan_sweep(config, "quickstart.yaml")
     points = [plan.trial_data(point)[1] for point in plan.points()]
-    assert plan.num_configurations == 4 and plan.racing is not None
+    assert plan.num_configurations == 3 and plan.racing is not None
     assert (plan.racing.min_seeds, plan.racing.max_seeds) == (3, 4)
-    assert plan.num_trials == 4 * 4  # the most the race can run
-    assert {p["loss.name"] for p in points} == {"ce", "focal", "dice", "tversky"}
+    assert plan.num_trials == 3 * 4  # the most the race can run
+    assert {p["loss.name"] for p in points} == {"ce", "focal", "dice"}
     assert all("train.seed" not in p for p in points)  # the race gives the seeds
-    assert [p["loss.alpha"] for p in points if p["loss.name"] == "tversky"] == [0.6]
+    assert [p["loss.level"] for p in points if p["loss.name"] == "dice"] == ["batch"]
     assert config.data.source == "synthetic_pairs" and config.model.backbone == "tiny-bert"
