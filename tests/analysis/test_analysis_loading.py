@@ -131,6 +131,6 @@ def test_sql_tables_and_the_search_api_agree(tracking_uri, sweep_log):
                 for t in (fast, slow))  # fmt: skip
         pd.testing.assert_frame_equal(a, b, check_dtype=False, obj=name)
     run_ids = list(fast.info["run_id"])
-    # over HTTP, histories come from the REST API: tests/tracking/test_team_server_histories.py compares them
+    # over HTTP, histories come from the REST API: test_team_server_load.py's histories test compares them
     history = _run_tables._histories_sql(tracking_uri, run_ids, "dev_f1")
     assert history["value"].isna().sum() == 3  # the NaN trial's three evaluations
