@@ -125,12 +125,16 @@ class TeamServer:
     workers: int | None = None
 
     @property
+    def worker_count(self) -> int:
+        """`workers`, else $DICELAB_TEAM_SERVER_WORKERS, else SERVER_FLAGS' --workers."""
+        deployed = int(next(f for f in SERVER_FLAGS if f.startswith("--workers=")).split("=")[1])
+        return self.workers or int(os.environ.get(WORKERS_VARIABLE) or 0) or deployed
+
+    @property
     def server_flags(self) -> tuple[str, ...]:
-        """SERVER_FLAGS, with --workers replaced when `workers` (or $DICELAB_TEAM_SERVER_WORKERS) says so."""
-        workers = self.workers or int(os.environ.get(WORKERS_VARIABLE) or 0)
-        if not workers:
-            return SERVER_FLAGS
-        return tuple(f"--workers={workers}" if f.startswith("--workers=") else f for f in SERVER_FLAGS)
+        """SERVER_FLAGS with --workers at `worker_count`."""
+        workers = f"--workers={self.worker_count}"
+        return tuple(workers if f.startswith("--workers=") else f for f in SERVER_FLAGS)
 
     @property
     def tracking_uri(self) -> str:
@@ -338,8 +342,7 @@ class TeamServer:
             f"{self.tracking_uri}/api/2.0/mlflow/experiments/search?max_results=1",
             headers={"Authorization": f"Basic {token}"},
         )
-        workers = int(next(f for f in self.server_flags if f.startswith("--workers=")).split("=")[1])
-        for _ in range(2 * workers):
+        for _ in range(2 * self.worker_count):
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(request, timeout=START_TIMEOUT_S).close()
 
