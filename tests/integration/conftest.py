@@ -24,7 +24,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -375,25 +375,31 @@ def own_ray_cluster(request: pytest.FixtureRequest, ray_env: dict[str, str]) -> 
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def mlflow_server_command(store: Path, port: int) -> list[str]:
+    """`mlflow server` on 127.0.0.1:`port` with one worker, its SQLite store and artifacts in `store`."""
+    return [
+        str(BIN / "mlflow"),
+        "server",
+        "--host=127.0.0.1",
+        f"--port={port}",
+        "--workers=1",
+        f"--backend-store-uri=sqlite:///{store / 'mlflow.db'}",
+        f"--artifacts-destination={store / 'artifacts'}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def mlflow_command() -> Callable[[Path, int], list[str]]:
+    """mlflow_server_command, for test modules that start a server of their own."""
+    return mlflow_server_command
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(session_dir: Path, ray_env: dict[str, str]) -> Iterator[str]:
     store = session_dir / "mlflow"
     store.mkdir()
     port = free_port()
-    server = start(
-        "mlflow-server",
-        [
-            str(BIN / "mlflow"),
-            "server",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            "--workers=1",
-            f"--backend-store-uri=sqlite:///{store / 'mlflow.db'}",
-            f"--artifacts-destination={store / 'artifacts'}",
-        ],
-        ray_env,
-        session_dir,
-    )
+    server = start("mlflow-server", mlflow_server_command(store, port), ray_env, session_dir)
     uri = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:

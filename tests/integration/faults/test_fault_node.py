@@ -46,18 +46,8 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _mlflow_server(tools, store: Path, port: int):
-    from_bin = Path(tools.env["PATH"].split(":")[0]) / "mlflow"
-    args = [
-        str(from_bin),
-        "server",
-        "--host=127.0.0.1",
-        f"--port={port}",
-        "--workers=1",
-        f"--backend-store-uri=sqlite:///{store / 'mlflow.db'}",
-        f"--artifacts-destination={store / 'artifacts'}",
-    ]
-    return tools.start_process("mlflow-server", args, store)
+def _mlflow_server(tools, command, store: Path, port: int):
+    return tools.start_process("mlflow-server", command(store, port), store)
 
 
 def _healthy(uri: str) -> bool:
@@ -69,7 +59,7 @@ def _healthy(uri: str) -> bool:
 
 
 def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
-    tmp_path, own_ray_cluster, sweep_tools, store_looks, fault_figure
+    tmp_path, own_ray_cluster, sweep_tools, store_looks, fault_figure, mlflow_command
 ):
     cluster = own_ray_cluster
     store = tmp_path / "mlflow"
@@ -111,7 +101,7 @@ def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
                 return look
         return None
 
-    server = _mlflow_server(sweep_tools, store, port)
+    server = _mlflow_server(sweep_tools, mlflow_command, store, port)
     driver = None
     try:
         sweep_tools.wait_until(lambda: _healthy(uri), 120, "the MLflow server", server)
@@ -123,7 +113,7 @@ def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
         server.stop()
         stopped_at = time.time()
         time.sleep(OUTAGE_S)
-        server = _mlflow_server(sweep_tools, store, port)
+        server = _mlflow_server(sweep_tools, mlflow_command, store, port)
         sweep_tools.wait_until(lambda: _healthy(uri), 120, "the restarted MLflow server", server)
         restarted_at = time.time()
 
