@@ -83,15 +83,28 @@ ARENA_COLUMNS = [
 ]
 
 
+# The columns the statistics read of a configuration's trials (seed_values, exclusion_counts). Grouping and
+# slicing only these is what keeps hundreds of configurations cheap: a trial row has every param, tag and
+# metric as a column (dozens of Arrow-backed strings), and taking rows of all of them cost milliseconds a
+# configuration.
+STATISTICS_COLUMNS = (SEED, "value", "usable", "outcome", "exclusion")
+
+
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds its trials
 class Configuration:
     label: str  # "dsc · alpha=0.3"
     loss: str
     variant: str
     settings: dict[str, Any]  # config column -> value (NaN where the loss has no such param)
-    rows: pd.DataFrame  # its trials, usable or not
+    trials: pd.DataFrame  # its trials, usable or not: STATISTICS_COLUMNS (those present), index as in obs
     mean: float  # over its usable trials; NaN when it has none
     n: int  # usable trials
+    source: pd.DataFrame | None = None  # the frame the trials come from, with every column
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        """Its trials with every column of the frame they come from."""
+        return self.trials if self.source is None else self.source.loc[self.trials.index]
 
 
 @dataclass
@@ -141,7 +154,7 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
             where = " / ".join(str(v) for v in arena.values() if v != ALL_VARIANTS)
             notes.append(f"{where}: no configuration with {options.baseline}; compared with the best only")
         family = list(_family(configs, best, partner))
-        results = [compare_trials(c.rows, r.rows, options) for _, c, r in family]
+        results = [compare_trials(c.trials, r.trials, options) for _, c, r in family]
         adjusted = holm([result.p_value for result in results])
         family_size = max(1, sum(math.isfinite(result.p_value) for result in results))
         paper = runs.papers.get(str(arena["experiment"]))
@@ -160,8 +173,9 @@ def configurations(group: pd.DataFrame, param_columns: list[str]) -> list[Config
     """The configurations of one arena, in the paper's order (losses, then variants, then params)."""
     columns = [LOSS, VARIANT, *hyperparameter_columns(group, param_columns)]
     several_variants = group[VARIANT].nunique() > 1
+    narrow = group[[*columns, *(c for c in _statistics_columns(group) if c not in columns)]]
     found = []
-    for values, rows in group.groupby(columns, dropna=False, sort=False):
+    for values, trials in narrow.groupby(columns, dropna=False, sort=False):
         settings = dict(zip(columns, values, strict=True))
         params = [(c, settings[c]) for c in columns[2:] if pd.notna(settings[c])]
         parts = [
@@ -169,16 +183,17 @@ def configurations(group: pd.DataFrame, param_columns: list[str]) -> list[Config
             str(settings[VARIANT]) if several_variants else "",
             config_label(params),
         ]
-        usable = rows.loc[rows["usable"], "value"]
+        usable = trials.loc[trials["usable"], "value"]
         found.append(
             Configuration(
                 label=" · ".join(part for part in parts if part),
                 loss=str(settings[LOSS]),
                 variant=str(settings[VARIANT]),
                 settings=settings,
-                rows=rows,
+                trials=trials,
                 mean=float(usable.mean()) if len(usable) else math.nan,
                 n=len(usable),
+                source=group,
             )
         )
     return sorted(
@@ -210,20 +225,43 @@ class BaselineFinder:
 
     def partner(self, rows: pd.DataFrame) -> Configuration | None:
         """None when `rows` are themselves baseline trials, or no baseline agrees with their settings."""
-        first = rows.iloc[0]
-        variant = first[VARIANT] if self.key != VARIANT else ALL_VARIANTS
-        found = self._arenas.get((first["experiment"], first[TASK], first["metric"], variant))
-        if found is None or self.key not in rows:
-            return None
-        columns, baselines = found
-        if rows[self.key].map(lambda value: _matches(value, self.options.baseline_value)).any():
-            return None
-        settings = {c: rows[c].iloc[0] for c in columns if rows[c].nunique(dropna=False) == 1}
-        usable = rows.loc[rows["usable"], "value"]
-        point = Configuration(
-            "", str(first[LOSS]), str(first[VARIANT]), settings, rows, usable.mean(), len(usable)
-        )
-        return _partner(point, baselines, self.key)
+        return self.partners(rows, [np.arange(len(rows))])[0]
+
+    def partners(self, rows: pd.DataFrame, cells: list[np.ndarray]) -> list[Configuration | None]:
+        """`partner(rows.iloc[cell])` for each cell (positions into `rows`), reading each column of `rows`
+        once: a curve asks for each of its points, and per-point pandas work cost milliseconds a point."""
+        if self.key not in rows:
+            return [None] * len(cells)
+        experiments, tasks, metrics = (rows[c].to_numpy() for c in ("experiment", TASK, "metric"))
+        losses, variants = rows[LOSS].to_numpy(), rows[VARIANT].to_numpy()
+        is_baseline = rows[self.key].map(lambda value: _matches(value, self.options.baseline_value))
+        is_baseline = is_baseline.to_numpy(dtype=bool)
+        usable, values = rows["usable"].to_numpy(dtype=bool), rows["value"]
+        statistics = rows[_statistics_columns(rows)]
+        codes: dict[str, np.ndarray] = {}  # a column's values as integers: a cell has one value or several
+        found: list[Configuration | None] = []
+        for cell in cells:
+            first = cell[0]
+            variant = variants[first] if self.key != VARIANT else ALL_VARIANTS
+            arena = self._arenas.get((experiments[first], tasks[first], metrics[first], variant))
+            if arena is None or is_baseline[cell].any():
+                found.append(None)
+                continue
+            columns, baselines = arena
+            settings = {}
+            for column in columns:
+                if column not in codes:
+                    codes[column] = pd.factorize(rows[column], use_na_sentinel=False)[0]
+                own = codes[column][cell]
+                if (own == own[0]).all():  # nunique(dropna=False) == 1
+                    settings[column] = rows[column].iloc[first]
+            own_values = values.iloc[cell[usable[cell]]]
+            point = Configuration(
+                "", str(losses[first]), str(variants[first]), settings, statistics.iloc[cell],
+                own_values.mean(), len(own_values), rows,
+            )  # fmt: skip
+            found.append(_partner(point, baselines, self.key))
+        return found
 
 
 def compare_trials(candidate: pd.DataFrame, reference: pd.DataFrame, options: AnalysisOptions) -> Comparison:
@@ -233,6 +271,10 @@ def compare_trials(candidate: pd.DataFrame, reference: pd.DataFrame, options: An
     return _compare_cached(
         _frozen(seed_values(candidate)), _frozen(seed_values(reference)), options.confidence, options.test
     )
+
+
+def _statistics_columns(frame: pd.DataFrame) -> list[str]:
+    return [column for column in STATISTICS_COLUMNS if column in frame]
 
 
 def _frozen(values: dict[int, float]) -> tuple[tuple[int, float | None], ...]:
@@ -290,7 +332,7 @@ def _arenas(obs: pd.DataFrame, baseline_key: str) -> Iterator[tuple[dict[str, An
 
 def _unusable(config: Configuration, options: AnalysisOptions) -> str:
     """ "`dsc · alpha=0.1` (3 degenerate)": a configuration none of whose trials counts, and why."""
-    counts = exclusion_counts(config.rows, options)
+    counts = exclusion_counts(config.trials, options)
     reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a value"))
     why = ", ".join(f"{counts[key]} {word}" for key, word in reasons if counts[key])
     return f"`{config.label}` ({why})"

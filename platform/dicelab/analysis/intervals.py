@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +40,37 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
         return Interval(n, n_nan, mean, 0.0, mean, mean)
     low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=float(stats.sem(finite)))
     return Interval(n, n_nan, mean, std, float(low), float(high))
+
+
+def t_intervals(groups: Sequence[Iterable[float]], confidence: float = 0.95) -> list[Interval]:
+    """`t_interval` of each group, with one vectorised scipy call for all the t quantiles: the same numbers,
+    where a call per group spends most of a millisecond in scipy's distribution machinery (a sensitivity
+    figure of 40 swept values asks for 40 intervals per line)."""
+    found: list[Interval | None] = []
+    pending: list[tuple[int, int, int, float, float, float]] = []  # position, n, n_nan, mean, std, sem
+    for values in groups:
+        array = np.asarray(list(values), dtype=float)
+        finite = array[np.isfinite(array)]
+        n, n_nan = int(finite.size), int(array.size - finite.size)
+        if n == 0:
+            found.append(Interval(0, n_nan, math.nan, math.nan, math.nan, math.nan))
+            continue
+        mean = float(finite.mean())
+        if n == 1:
+            found.append(Interval(1, n_nan, mean, math.nan, math.nan, math.nan))
+            continue
+        std = float(finite.std(ddof=1))
+        if std == 0.0:
+            found.append(Interval(n, n_nan, mean, 0.0, mean, mean))
+            continue
+        pending.append((len(found), n, n_nan, mean, std, float(stats.sem(finite))))
+        found.append(None)
+    if pending:
+        _, sizes, _, means, _, sems = (np.array(column) for column in zip(*pending, strict=True))
+        lows, highs = stats.t.interval(confidence, df=sizes - 1, loc=means, scale=sems)
+        for (position, n, n_nan, mean, std, _), low, high in zip(pending, lows, highs, strict=True):
+            found[position] = Interval(n, n_nan, mean, std, float(low), float(high))
+    return [interval for interval in found if interval is not None]
 
 
 def welch_interval(
