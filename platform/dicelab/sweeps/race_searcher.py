@@ -2,9 +2,17 @@
 
 It runs in the driver, like any Tune searcher, so a race uses whatever Tune gives a sweep (a cluster,
 `dicelab submit`, resources, ASHA inside a seed) and its state is saved with the experiment: `--resume`
-continues the same race without rerunning or duplicating trials. After each result it writes the race's
-state as JSON beside the sweep's directory (the live view and the parent run's records read it) and prints
-each elimination as one line.
+continues the same race without rerunning or duplicating trials. It keeps the race's state as JSON beside the
+sweep's directory (the live view and the parent run's records read it) and prints each elimination as one
+line.
+
+The JSON file holds the whole race, so writing it at every hand-out and result would cost O(N²) bytes over a
+sweep of N trials. It is written (compact) when the race is decided, whenever Tune saves the experiment
+(the searcher's `save`: the file is never older than Tune's own state, and the last save of an interrupted
+sweep leaves it current), and between saves once the hand-outs and results since the last write reach
+1/WRITE_SHARE of the trials so far: every event in a small race, every 50th at 1,000 trials. That is O(N)
+bytes besides Tune's saves. Resume does not read the file: the race comes back from the searcher's
+checkpoint in Tune's state.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from dicelab.sweeps.space import Point
 from dicelab.sweeps.trainable import DEGENERATE_RESULT
 from dicelab.tracking import conventions as names
 
+WRITE_SHARE = 20  # between Tune's saves, the file is rewritten after trials/WRITE_SHARE new events
+
 
 class RaceSearcher(Searcher):
     def __init__(self, race: Race, points: list[Point], metric: str, mode: str, directory: Path):
@@ -35,6 +45,7 @@ class RaceSearcher(Searcher):
         self.best_key = names.best_metric(metric)
         self.best: dict[str, float] = {}  # trial id -> best value reported so far
         self._announced = race.decision is not None
+        self._unwritten = 0  # hand-outs and results since the file was last written
         self._write()
 
     # -- Tune ------------------------------------------------------------------------------------------
@@ -47,7 +58,7 @@ class RaceSearcher(Searcher):
             self._write()
             return Searcher.FINISHED
         index, seed = chosen  # type: ignore[misc]
-        self._write()
+        self._changed()
         return {POINT_KEY: {**self.points[index], "train.seed": seed}}
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -69,11 +80,16 @@ class RaceSearcher(Searcher):
         if self.race.decision is not None and not self._announced:
             self._announced = True
             console.print(f"race decided: {self.race.decision['summary']}", highlight=False, markup=False)
-        self._write()
+            self._write()
+        else:
+            self._changed()
 
     def save(self, checkpoint_path: str) -> None:
+        state = self.race.state()
         with open(checkpoint_path, "wb") as handle:
-            pickle.dump({"race": self.race.state(), "best": self.best}, handle)
+            pickle.dump({"race": state, "best": self.best}, handle)
+        if self._unwritten:
+            self._write(state)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as handle:
@@ -94,12 +110,20 @@ class RaceSearcher(Searcher):
         if previous is None or (value > previous if self.mode == "max" else value < previous):
             self.best[trial_id] = float(value)
 
-    def _write(self) -> None:
+    def _changed(self) -> None:
+        """One more hand-out or result: the file is rewritten once they are a share of the trials so far."""
+        self._unwritten += 1
+        if self._unwritten * WRITE_SHARE >= len(self.race.trials):
+            self._write()
+
+    def _write(self, state: dict[str, Any] | None = None) -> None:
         path = race_file(self.directory)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.tmp")
-        partial.write_text(json.dumps(self.race.state(), indent=1), encoding="utf-8")
+        text = json.dumps(self.race.state() if state is None else state, separators=(",", ":"))
+        partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)
+        self._unwritten = 0
 
 
 def elimination_line(event: dict[str, Any]) -> str:

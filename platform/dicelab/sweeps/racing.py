@@ -11,10 +11,17 @@ is left (separated from all others), when every remaining one is equivalent to t
 `Race` is the bookkeeping alone (no Ray): the Tune searcher in `race_searcher.py` drives it, the benchmark and
 the tests drive it with synthetic score streams. Its state is plain data (`state()` / `from_state`), so a
 resumed sweep continues the same race.
+
+Its cost stays linear in the sweep's length: each comparison (and equivalence test) is kept with the two
+configurations' results it was made on, so a result costs one new test (all of them only when the leader
+changed or got a result), each configuration's mean is kept until its results change, and the
+configurations that may start a seed wait in a heap (`next_trial` does not scan them). Holm's correction still
+runs over every compared configuration at each look (vectorised, a few microseconds).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass, field
@@ -66,6 +73,13 @@ class Race:
         self.results = self.results or [{} for _ in range(count)]
         self.launched = self.launched or [[] for _ in range(count)]
         self.status = self.status or [ALIVE] * count
+        # Caches, rebuilt from the plain data above (not part of the state): means by configuration, the
+        # last test of each configuration with the leader and the two result snapshots it was made on, and the
+        # (seeds launched, configuration) of the configurations that may want a seed (stale entries skipped).
+        self._means: dict[int, float] = {}
+        self._tests: dict[tuple[str, int], tuple[int, tuple, tuple, Any]] = {}
+        self._queue: list[tuple[int, int]] = [(len(self.launched[i]), i) for i in range(count)]
+        heapq.heapify(self._queue)
 
     # -- scheduling ------------------------------------------------------------------------------------
 
@@ -81,31 +95,57 @@ class Race:
         """(configuration, seed) to start as `trial_id`; None: wait for results; FINISHED: decided."""
         if self.decision is not None:
             return FINISHED
-        wanting = self._wanting()
-        if wanting:
+        index = self._next_wanting()
+        if index is not None:
             # The configuration with fewest seeds first: pairs complete early and the race stays balanced.
-            index = min(wanting, key=lambda i: (len(self.launched[i]), i))
+            heapq.heappop(self._queue)
             seed = self.settings.seeds[len(self.launched[index])]
             self.launched[index].append(seed)
             self.trials[trial_id] = (index, seed)
             self.pending.append(trial_id)
+            self._enqueue(index)  # still wanting while under min_seeds
             return index, seed
         if self.pending:
             return None
         self._decide(BUDGET)
         return FINISHED
 
+    def _wants(self, index: int, busy: set[int]) -> bool:
+        """May start its next seed now (each configuration waits for its own results past min_seeds)."""
+        launched = len(self.launched[index])
+        return (
+            self.status[index] == ALIVE
+            and launched < self.settings.max_seeds
+            and (launched < self.settings.min_seeds or index not in busy)
+        )
+
+    def _busy(self) -> set[int]:
+        return {self.trials[pending][0] for pending in self.pending}  # pending: at most the concurrency
+
+    def _enqueue(self, index: int) -> None:
+        if self._wants(index, self._busy()):
+            heapq.heappush(self._queue, (len(self.launched[index]), index))
+
+    def _next_wanting(self) -> int | None:
+        """The wanting configuration with the fewest seeds launched (then the lowest index), left at the head
+        of the queue; None when none may start now. Entries made stale by a launch, a drop or a busy
+        configuration are discarded: a configuration re-enters when its result comes (`record`)."""
+        if len(self.trials) >= self.max_trials:
+            return None
+        busy = self._busy()
+        while self._queue:
+            launched, index = self._queue[0]
+            if launched == len(self.launched[index]) and self._wants(index, busy):
+                return index
+            heapq.heappop(self._queue)
+        return None
+
     def _wanting(self) -> list[int]:
-        """Alive configurations that may start their next seed now (each waits for its own results)."""
+        """Alive configurations that may start their next seed now (a scan: for checks, not the hot path)."""
         if len(self.trials) >= self.max_trials:
             return []
-        busy = {self.trials[pending][0] for pending in self.pending}
-        return [
-            index
-            for index in self.alive()
-            if len(self.launched[index]) < self.settings.max_seeds
-            and (len(self.launched[index]) < self.settings.min_seeds or index not in busy)
-        ]
+        busy = self._busy()
+        return [index for index in range(len(self.labels)) if self._wants(index, busy)]
 
     def record(self, trial_id: str, value: float | None) -> list[dict[str, Any]]:
         """A trial's result (its best dev metric; None / NaN when it failed or was degenerate). Returns the
@@ -116,11 +156,13 @@ class Race:
         index, seed = self.trials[trial_id]
         number = math.nan if value is None else float(value)
         self.results[index][seed] = number if math.isfinite(number) else math.nan
+        self._means.pop(index, None)
+        self._enqueue(index)  # no longer busy: it may want its next seed
         if self.decision is not None:
             return []
         dropped = self._eliminate()
         self._maybe_end()
-        if self.decision is None and not self.pending and not self._wanting():
+        if self.decision is None and not self.pending and self._next_wanting() is None:
             self._decide(BUDGET)  # the last result: Tune may not ask for another trial to hear "finished"
         return dropped
 
@@ -130,8 +172,21 @@ class Race:
         return sum(1 for value in self.results[index].values() if math.isfinite(value))
 
     def mean(self, index: int) -> float:
-        values = [value for value in self.results[index].values() if math.isfinite(value)]
-        return float(np.mean(values)) if values else math.nan
+        cached = self._means.get(index)
+        if cached is None:
+            values = [value for value in self.results[index].values() if math.isfinite(value)]
+            cached = self._means[index] = float(np.mean(values)) if values else math.nan
+        return cached
+
+    def _cached(self, kind: str, index: int, leader: int, test: Any) -> Any:
+        """test() of configuration `index` against `leader`, made again only when either's results changed."""
+        mine, theirs = tuple(self.results[index].items()), tuple(self.results[leader].items())
+        kept = self._tests.get((kind, index))
+        if kept is not None and kept[0] == leader and kept[1] == mine and kept[2] == theirs:
+            return kept[3]
+        outcome = test()
+        self._tests[(kind, index)] = (leader, mine, theirs, outcome)
+        return outcome
 
     def leader(self) -> int | None:
         """The alive configuration with the best mean among those with min_seeds results."""
@@ -161,7 +216,14 @@ class Race:
         rivals = [i for i in self.alive() if i != leader and self._ready(i)]
         settings = self.settings
         comparisons = [
-            compare(self.results[i], self.results[leader], confidence=settings.confidence, test=settings.test)
+            self._cached(
+                "compare",
+                i,
+                leader,
+                lambda i=i: compare(
+                    self.results[i], self.results[leader], confidence=settings.confidence, test=settings.test
+                ),
+            )
             for i in rivals
         ]
         adjusted = holm([comparison.p_value for comparison in comparisons])
@@ -175,6 +237,7 @@ class Race:
             if worse != WORSE and not failed_out:
                 continue
             self.status[index] = DROPPED
+            self._forget(index)
             event = {
                 "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "trials_finished": len(self.trials) - len(self.pending),
@@ -196,6 +259,11 @@ class Race:
             dropped.append(event)
         return dropped
 
+    def _forget(self, index: int) -> None:
+        """A dropped configuration is tested no more."""
+        self._tests.pop(("compare", index), None)
+        self._tests.pop(("equivalent", index), None)
+
     def _maybe_end(self) -> None:
         alive = self.alive()
         if len(alive) == 1 and self._ready(alive[0]):
@@ -208,7 +276,14 @@ class Race:
 
             others = [i for i in alive if i != leader]
             if all(self._ready(i) for i in others) and all(
-                equivalent(self.results[i], self.results[leader], margin, alpha=self.settings.alpha)[0]
+                self._cached(
+                    "equivalent",
+                    i,
+                    leader,
+                    lambda i=i: equivalent(
+                        self.results[i], self.results[leader], margin, alpha=self.settings.alpha
+                    ),
+                )[0]
                 for i in others
             ):
                 self._decide(EQUIVALENT)

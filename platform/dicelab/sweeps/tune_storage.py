@@ -33,7 +33,9 @@ from dicelab.sweeps import ray_adapter
 
 LAST_GOOD = ".last_good"
 TRIAL_ERROR_PICKLE = ray_adapter.TRIAL_ERROR_PICKLE  # Tune's pickled error of a trial, in its directory
-COPY_EVERY_S = 2.0  # Tune saves its state every second (TUNE_GLOBAL_CHECKPOINT_S): no need to chase each one
+COPY_EVERY_S = (
+    2.0  # Tune may save its state every second (tuning.experiment_save_period_s): no need to chase each one
+)
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
 PICKLE_PROTOCOL = pickle.PROTO  # the first byte of a pickle of protocol 2 or later
 
