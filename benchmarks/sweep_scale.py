@@ -17,6 +17,9 @@ evaluations of made-up metrics and ends, in milliseconds. What is measured, in t
 - searcher / racing: the RaceSearcher's suggest + on_trial_result + on_trial_complete + save, per trial;
 - Tune experiment-state saves (TuneController.save_to_dir): how many, and their seconds;
 - callbacks: TrialRecords and SweepView, seconds per trial.
+While a sweep runs, its process writes these figures so far every PROGRESS_EVERY_S seconds to progress.json
+beside its config (a list of snapshots, by trials recorded): how each cost grows along one sweep, and what a
+sweep stopped before its end had measured.
 The growth of each cost from one N to the next is printed as (cost_large / cost_small) / (N_large / N_small)
 for totals (1.0 = linear) and cost_large / cost_small for per-trial costs (1.0 = constant per trial).
 """
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +48,7 @@ from dicelab.tracking import conventions as names
 from dicelab.training.reporter import Evaluation, TrialResult
 
 EVALUATIONS = 3
+PROGRESS_EVERY_S = 30.0
 END_KEY = "bench_end_s"  # the trial's last evaluation's wall time, in its Tune results
 
 
@@ -132,7 +137,30 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
         if ended is not None:
             meter.recorded.append(time.time() - ended)
 
+    snapshots: list[dict[str, Any]] = []
+    progress = Path(config_path).parent / "progress.json"
+    stopped = threading.Event()
+
+    def snapshot() -> None:
+        while not stopped.wait(PROGRESS_EVERY_S):
+            snapshots.append(
+                {
+                    "wall_s": round(time.perf_counter() - wall_start, 1),
+                    "driver_cpu_s": round(time.process_time() - cpu_start, 1),
+                    "trials_recorded": len(meter.recorded),
+                    "load_average": os.getloadavg()[0],
+                    **{f"{key}_s": round(value, 2) for key, value in meter.seconds.items()},
+                    **{f"{key}_cpu_s": round(value, 2) for key, value in meter.cpu.items()},
+                    **{f"{key}_calls": value for key, value in meter.calls.items()},
+                }
+            )
+            partial = progress.with_suffix(".tmp")
+            partial.write_text(json.dumps(snapshots, indent=1))
+            os.replace(partial, progress)
+
+    threading.Thread(target=snapshot, daemon=True, name="sweep-scale-progress").start()
     with contextlib.ExitStack() as stack:
+        stack.callback(stopped.set)
         stack.callback(setattr, tuning, "tune_trial", tuning.tune_trial)
         tuning.tune_trial = null_tune_trial  # the trainable Tune gets (tuning.trainable reads this name)
         stack.enter_context(meter.wrap(TuneController, "save_to_dir", "state_saves"))
@@ -181,6 +209,7 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
         "state_save_ms_each": round(
             1000 * meter.seconds.get("state_saves", 0.0) / max(meter.calls.get("state_saves", 0), 1), 1
         ),
+        "snapshots": snapshots,
     }
 
 
@@ -223,6 +252,7 @@ def measure(
 ) -> dict:
     for attempt in range(1, ATTEMPTS + 1):
         directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
+        print(f"{trials} trials against {backend}: {directory}", file=sys.stderr, flush=True)
         config = directory / "sweep.yaml"
         config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results", max_concurrent)))
         command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
