@@ -13,10 +13,18 @@ import pandas as pd
 import pytest
 
 from dicelab.analysis import AnalysisOptions, load_runs, observations
-from dicelab.analysis.comparisons import BaselineFinder, Configuration, _matches, _partner, compare_trials
+from dicelab.analysis.comparisons import (
+    BaselineFinder,
+    Configuration,
+    _matches,
+    _partner,
+    compare_trials,
+    decisions_from_observations,
+)
 from dicelab.analysis.intervals import t_interval, t_intervals
 from dicelab.analysis.observations import LOSS, TASK, VARIANT, exclusion_counts
 from dicelab.analysis.sensitivity import curve_lines, curves_from_lines
+from dicelab.stats import NO_DIFFERENCE, seeds_needed
 from dicelab.tracking import conventions as names
 
 ALPHAS = (0.1, 0.3, 0.6)
@@ -115,3 +123,20 @@ def test_curve_points_equal_the_per_point_computation(runs, options):
     assert expected[["n_failed", "n_missing", "n_degenerate"]].sum().tolist() == [1, 1, 1]
     assert (expected["baseline"] == "").sum() >= 3 and expected["delta"].notna().sum() >= 6
     pd.testing.assert_frame_equal(curves[list(expected.columns)], expected, check_exact=True)
+
+
+def test_decisions_reuse_the_finders_configurations_and_size_seeds_row_by_row(runs):
+    options = AnalysisOptions(detect=0.5)
+    obs = observations(runs, options)
+    finder = BaselineFinder(obs, runs.param_columns, options)
+    shared = decisions_from_observations(obs, runs, options, finder)
+    alone = decisions_from_observations(obs, runs, options)
+    pd.testing.assert_frame_equal(shared.comparisons, alone.comparisons, check_exact=True)
+    pd.testing.assert_frame_equal(shared.arenas, alone.arenas, check_exact=True)
+    table = shared.comparisons
+    undecided = table[table["verdict"] == NO_DIFFERENCE]
+    assert len(undecided) >= 5 and table.loc[table["verdict"] != NO_DIFFERENCE, "seeds_needed"].isna().all()
+    for row in undecided.itertuples():
+        alpha = options.alpha / row.family
+        expected = seeds_needed(row.std_difference, row.detect, alpha=alpha, paired=row.paired)
+        assert (pd.isna(row.seeds_needed) and expected is None) or row.seeds_needed == expected

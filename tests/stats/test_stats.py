@@ -21,6 +21,7 @@ from dicelab.stats import (
     holm,
     min_pairs_for_significance,
     seeds_needed,
+    seeds_needed_many,
     verdict,
 )
 
@@ -222,3 +223,26 @@ def test_holm_leaves_the_processs_own_heap_freeze_as_it_was():
 def test_seeds_needed_beyond_the_cap_is_the_cap():
     # effect 0.01 sd: about 78,000 pairs at alpha 0.05, more than any sweep runs
     assert seeds_needed(1.0, 0.01, test="t") == 10_000
+
+
+def test_seeds_needed_many_gives_each_rows_seeds_needed():
+    """The batched search answers every row as seeds_needed does alone: inside the first window, on the
+    geometric grid and its bracket, at the cap, at the floor, without a spread and with a zero spread."""
+    rng = np.random.default_rng(1)
+    rows = 300
+    stds = list(np.exp(rng.uniform(np.log(0.02), np.log(80.0), rows)))
+    stds[:4] = [math.nan, 0.0, 1e-9, 1e6]
+    deltas = list(np.exp(rng.uniform(np.log(0.05), np.log(5.0), rows)))
+    alphas = list(0.05 / rng.integers(1, 400, rows))
+    paired = list(rng.random(rows) < 0.6)
+    for test in ("permutation", "t"):
+        many = seeds_needed_many(stds, deltas, alphas, paired, test=test)
+        alone = [
+            seeds_needed(s, d, alpha=a, paired=bool(p), test=test)
+            for s, d, a, p in zip(stds, deltas, alphas, paired, strict=True)
+        ]
+        assert many == alone
+    assert {None, 10_000} <= set(alone) and min(n for n in alone if n) <= 6  # every branch was taken
+    assert seeds_needed_many([], [], [], []) == []
+    with pytest.raises(ValueError, match="delta"):
+        seeds_needed_many([1.0], [0.0], [0.05], [True])

@@ -36,7 +36,14 @@ from dicelab.analysis.observations import (
 from dicelab.analysis.paper import PaperNumbers
 from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError
-from dicelab.stats import NO_DIFFERENCE, Comparison, compare, holm, min_pairs_for_significance, seeds_needed
+from dicelab.stats import (
+    NO_DIFFERENCE,
+    Comparison,
+    compare,
+    holm,
+    min_pairs_for_significance,
+    seeds_needed_many,
+)
 from dicelab.stats import verdict as decide
 from dicelab.stats.comparison import Test
 
@@ -120,7 +127,10 @@ def decisions(runs: RunSet, options: AnalysisOptions | None = None) -> Decisions
     return decisions_from_observations(observations(runs, options), runs, options)
 
 
-def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions) -> Decisions:
+def decisions_from_observations(
+    obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions, finder: BaselineFinder | None = None
+) -> Decisions:
+    """`finder`: one built on the same observations and options, whose configurations are reused."""
     key = options.baseline_key
     if len(obs) and key not in obs:
         known = ", ".join(c for c in [LOSS, VARIANT, *runs.param_columns] if c in obs and c != SEED)
@@ -129,7 +139,11 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
     arenas: list[dict[str, Any]] = []
     notes: list[str] = []
     for arena, group in _arenas(obs, key):
-        configs = configurations(group, runs.param_columns)
+        configs = (
+            finder.configurations[tuple(arena.values())]
+            if finder is not None
+            else configurations(group, runs.param_columns)
+        )
         ranked = [c for c in configs if c.n > 0]
         if not ranked:
             continue
@@ -164,9 +178,25 @@ def decisions_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analys
                 arena, group, against, candidate, reference, result, p_holm, paper, options, family_size
             )
             rows.append(row)
+    _seeds_needed(rows, options)
     return Decisions(
         pd.DataFrame(rows, columns=COMPARISON_COLUMNS), pd.DataFrame(arenas, columns=ARENA_COLUMNS), notes
     )
+
+
+def _seeds_needed(rows: list[dict[str, Any]], options: AnalysisOptions) -> None:
+    """Seeds needed, for each undecided comparison: sized for Holm's strictest step (alpha / family), enough
+    seeds whatever the comparison's rank. One batched search for every row (`seeds_needed_many`)."""
+    undecided = [row for row in rows if row["verdict"] == NO_DIFFERENCE]
+    needed = seeds_needed_many(
+        [row["std_difference"] for row in undecided],
+        [row["detect"] for row in undecided],
+        [options.alpha / row["family"] for row in undecided],
+        [row["paired"] for row in undecided],
+        test=options.test,
+    )
+    for row, n in zip(undecided, needed, strict=True):
+        row["seeds_needed"] = n if n is not None else pd.NA
 
 
 def configurations(group: pd.DataFrame, param_columns: list[str]) -> list[Configuration]:
@@ -214,12 +244,11 @@ class BaselineFinder:
         self.key = options.baseline_key
         # per arena, once: its configuration columns and baseline configurations (a curve asks per point)
         self._arenas: dict[tuple[Any, ...], tuple[list[str], list[Configuration]]] = {}
+        self.configurations: dict[tuple[Any, ...], list[Configuration]] = {}  # every arena's, in order
         for arena, group in _arenas(obs, self.key):
-            baselines = [
-                c
-                for c in configurations(group, param_columns)
-                if _matches(c.settings.get(self.key), options.baseline_value)
-            ]
+            found = configurations(group, param_columns)
+            self.configurations[tuple(arena.values())] = found
+            baselines = [c for c in found if _matches(c.settings.get(self.key), options.baseline_value)]
             columns = [LOSS, VARIANT, *hyperparameter_columns(group, param_columns)]
             self._arenas[tuple(arena.values())] = (columns, baselines)
 
@@ -405,13 +434,6 @@ def _row(
 ) -> dict[str, Any]:
     verdict = decide(result, p_holm, alpha=options.alpha)
     detect, source = _detect(candidate, reference, paper, options)
-    # Sized for Holm's strictest step (alpha / family): enough seeds whatever this comparison's rank.
-    strictest = options.alpha / family_size
-    needed = (
-        seeds_needed(result.std_difference, detect, alpha=strictest, paired=result.paired, test=options.test)
-        if verdict == NO_DIFFERENCE
-        else None
-    )
     return {
         **arena,
         "unit": group["unit"].iloc[0],
@@ -437,7 +459,7 @@ def _row(
         "family": family_size,
         "detect": detect,
         "detect_source": source,
-        "seeds_needed": needed if needed is not None else pd.NA,
+        "seeds_needed": pd.NA,  # filled in for the undecided rows of every arena at once (_seeds_needed)
     }
 
 

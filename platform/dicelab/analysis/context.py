@@ -10,7 +10,7 @@ import pandas as pd
 from dicelab.analysis import plots
 from dicelab.analysis._format import slug
 from dicelab.analysis.ablation import ablation_from_observations
-from dicelab.analysis.comparisons import Decisions, decisions_from_observations
+from dicelab.analysis.comparisons import BaselineFinder, Decisions, decisions_from_observations
 from dicelab.analysis.design import config_label, swept_params
 from dicelab.analysis.importance import Importance, importance_from_observations
 from dicelab.analysis.observations import VARIANT, AnalysisOptions, metric_label, observations
@@ -35,10 +35,12 @@ class ReportContext:
     def __post_init__(self) -> None:
         self.obs = observations(self.runs, self.options)
         self.lines = list(curve_lines(self.obs, self.runs))
-        self.curves = curves_from_lines(self.lines, self.obs, self.runs, self.options)
+        # the arenas' configurations, found once for the curves' baselines and the decision
+        finder = BaselineFinder(self.obs, self.runs.param_columns, self.options)
+        self.curves = curves_from_lines(self.lines, self.obs, self.runs, self.options, finder)
         self.ablation = ablation_from_observations(self.obs, self.runs, self.options)
         self.importance = importance_from_observations(self.obs, self.runs)
-        self.decisions = decisions_from_observations(self.obs, self.runs, self.options)
+        self.decisions = decisions_from_observations(self.obs, self.runs, self.options, finder)
         self.races = race_records(self.runs)
 
     @property

@@ -133,10 +133,15 @@ def curve_lines(obs: pd.DataFrame, runs: RunSet) -> Iterator[CurveLine]:
 
 
 def curves_from_lines(
-    lines: Iterable[CurveLine], obs: pd.DataFrame, runs: RunSet, options: AnalysisOptions
+    lines: Iterable[CurveLine],
+    obs: pd.DataFrame,
+    runs: RunSet,
+    options: AnalysisOptions,
+    baselines: BaselineFinder | None = None,
 ) -> pd.DataFrame:
+    """`baselines`: one built on the same observations and options (else built here)."""
     lines = list(lines)
-    baselines = BaselineFinder(obs, runs.param_columns, options)
+    baselines = baselines or BaselineFinder(obs, runs.param_columns, options)
     variants: dict[tuple[str, str, str], set[str]] = {}
     for line in lines:
         variants.setdefault((line.experiment, line.task, line.loss), set()).add(line.variant)

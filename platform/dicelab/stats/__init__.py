@@ -20,7 +20,7 @@ from dicelab.stats.comparison import (
 )
 from dicelab.stats.equivalence import equivalent
 from dicelab.stats.multiple import holm
-from dicelab.stats.power import seeds_needed
+from dicelab.stats.power import seeds_needed, seeds_needed_many
 
 __all__ = [
     "BETTER",
@@ -33,5 +33,6 @@ __all__ = [
     "holm",
     "min_pairs_for_significance",
     "seeds_needed",
+    "seeds_needed_many",
     "verdict",
 ]
