@@ -1,5 +1,7 @@
 """How figures are written: one Agg draw gives the same PNG as matplotlib's savefig (which draws twice)."""
 
+import itertools
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -78,3 +80,35 @@ def test_a_baseline_per_point_is_named_by_its_rule_not_listed():
     assert "alpha=" not in label and "baseline" in label
     one = _figure(8).axes[1].get_ylabel()
     assert one.startswith("Δ vs ce")
+
+
+def test_the_fixed_layout_keeps_every_label_inside_the_figure_and_clear_of_the_legend(tmp_path):
+    """Sensitivity and training-curve figures have fixed margins (no constrained layout): their tick
+    labels, axis labels and titles stay inside the figure, and the legend, however long, beside the axes
+    (a title longer than the axes are wide may reach under the legend, as under constrained layout)."""
+    curves, points = _curves(40)
+    curves["line"] = "+positive+negative · gamma=2"  # a long legend label
+    points["line"] = curves["line"].iloc[0]
+    sensitivity = plots.sensitivity_figure(
+        curves, points, param="loss.alpha", relation="beta = 1 − alpha", y_label="best dev F1 (%)",
+        title="dice: best dev F1 (%) vs alpha\ntask pair_classification · band: 95% t-interval",
+        bounds=(0, 100),
+    )  # fmt: skip
+    steps = pd.DataFrame(
+        {"config": np.repeat([f"alpha={a} · gamma=2" for a in range(10)], 3), "step": [100, 200, 300] * 10}
+    )
+    steps["mean"], steps["n"] = 0.7 + 0.01 * np.arange(30), 5
+    label = "dev F1 (%), mean over seeds"
+    training = plots.training_curves_figure(steps, y_label=label, title="dice: dev F1")
+    for figure in (sensitivity, training):
+        plots.save_figure(figure, tmp_path / "figure.png")
+        renderer = figure.canvas.get_renderer()
+        inside = figure.bbox
+        (legend,) = figure.legends
+        for axes in figure.axes:
+            box = axes.get_tightbbox(renderer)
+            assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+            assert axes.get_window_extent(renderer).x1 <= legend.get_window_extent(renderer).x0
+        stacked = sorted(figure.axes, key=lambda axes: axes.get_position().y0)
+        for lower, upper in itertools.pairwise(stacked):  # stacked panels do not overlap
+            assert lower.get_tightbbox(renderer).y1 <= upper.get_window_extent(renderer).y0
