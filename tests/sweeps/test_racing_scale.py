@@ -5,8 +5,10 @@ configuration."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,20 @@ from dicelab.sweeps.racing import ALIVE, DROPPED, FINISHED, Race, RaceSettings
 RACES = 16  # random races (scipy's tests dominate their time)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def unfrozen_heap():
+    """The plain race runs Holm at every result. Under the suite's frozen heap (tests/conftest.py) each
+    dicelab.stats.holm call walks the frozen objects (gc.get_freeze_count, about 0.05-0.1 CPU-s a call in
+    CPython 3.11); unfrozen it takes microseconds. The heap is frozen again afterwards."""
+    frozen = gc.get_freeze_count() > 0
+    if frozen:
+        gc.unfreeze()
+    yield
+    if frozen:
+        gc.collect()
+        gc.freeze()
+
+
 class PlainRace(Race):
     """The race as computed without any cache: what the cached one must reproduce decision for decision."""
 
@@ -27,6 +43,52 @@ class PlainRace(Race):
 
     def _cached(self, kind: str, index: int, leader: int, test: Any) -> Any:
         return test()
+
+    # racing.Race._eliminate as it was: every ready configuration tested, Holm over all, at every result
+    def _eliminate(self) -> list[dict[str, Any]]:
+        leader = self.leader()
+        if leader is None:
+            return []
+        # the statistics (scipy, statsmodels) where a race compares: a sweep that does not race goes without
+        from dicelab.stats import WORSE, compare, holm, verdict
+
+        rivals = [i for i in self.alive() if i != leader and self._ready(i)]
+        settings = self.settings
+        comparisons = [
+            compare(self.results[i], self.results[leader], confidence=settings.confidence, test=settings.test)
+            for i in rivals
+        ]
+        adjusted = holm([comparison.p_value for comparison in comparisons])
+        dropped = []
+        for index, comparison, p_holm in zip(rivals, comparisons, adjusted, strict=True):
+            # A configuration with no usable seed at all (every seed failed or degenerate) cannot win.
+            failed_out = self.finished_seeds(index) == 0 and len(self.results[index]) >= settings.min_seeds
+            worse = verdict(
+                comparison, p_holm, alpha=settings.alpha, higher_is_better=settings.higher_is_better
+            )
+            if worse != WORSE and not failed_out:
+                continue
+            self.status[index] = DROPPED
+            event = {
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "trials_finished": len(self.trials) - len(self.pending),
+                "configuration": self.labels[index],
+                "leader": self.labels[leader],
+                "paired": comparison.paired,
+                "n": comparison.n,
+                "difference": comparison.difference,
+                "low": comparison.low,
+                "high": comparison.high,
+                "p": comparison.p_value,
+                "p_holm": p_holm,
+                "test": comparison.test,
+                "why": "no usable seed (failed or degenerate)"
+                if failed_out
+                else "decided worse than the leader",
+            }
+            self.events.append(event)
+            dropped.append(event)
+        return dropped
 
     def next_trial(self, trial_id: str) -> tuple[int, int] | str | None:
         if self.decision is not None:

@@ -226,11 +226,17 @@ class Race:
             )
             for i in rivals
         ]
-        adjusted = holm([comparison.p_value for comparison in comparisons])
+        p_values = [comparison.p_value for comparison in comparisons]
+        adjusted = holm(p_values) if could_separate(p_values, settings.alpha) else None
         dropped = []
-        for index, comparison, p_holm in zip(rivals, comparisons, adjusted, strict=True):
+        for rank, (index, comparison) in enumerate(zip(rivals, comparisons, strict=True)):
             # A configuration with no usable seed at all (every seed failed or degenerate) cannot win.
             failed_out = self.finished_seeds(index) == 0 and len(self.results[index]) >= settings.min_seeds
+            if adjusted is None and not failed_out:
+                continue  # no adjusted p below alpha: nothing is decided worse
+            if adjusted is None:
+                adjusted = holm(p_values)  # the dropped configuration's event carries its p(Holm)
+            p_holm = adjusted[rank]
             worse = verdict(
                 comparison, p_holm, alpha=settings.alpha, higher_is_better=settings.higher_is_better
             )
@@ -350,3 +356,12 @@ class Race:
             events=list(state["events"]),
             decision=state["decision"],
         )
+
+
+def could_separate(p_values: list[float], alpha: float) -> bool:
+    """Whether Holm's correction of these p-values can put any below alpha. Its smallest adjusted p is
+    min(1, m x the smallest p) over the m finite ones and the others are no smaller, so when that is at or
+    above alpha no configuration is decided and the correction need not run (statsmodels' Holm ends in a
+    full garbage collection: the race would pay it at every result)."""
+    finite = [value for value in p_values if math.isfinite(value)]
+    return bool(finite) and len(finite) * min(finite) < alpha
