@@ -18,13 +18,13 @@ from dicelab.analysis.comparisons import (
     Configuration,
     _matches,
     _partner,
-    compare_trials,
     decisions_from_observations,
+    seed_values,
 )
 from dicelab.analysis.intervals import t_interval, t_intervals
 from dicelab.analysis.observations import LOSS, TASK, VARIANT, exclusion_counts
 from dicelab.analysis.sensitivity import curve_lines, curves_from_lines
-from dicelab.stats import NO_DIFFERENCE, seeds_needed
+from dicelab.stats import NO_DIFFERENCE, compare, seeds_needed
 from dicelab.tracking import conventions as names
 
 ALPHAS = (0.1, 0.3, 0.6)
@@ -97,7 +97,10 @@ def test_curve_points_equal_the_per_point_computation(runs, options):
         for x, cell in line.trials.groupby(line.param.name, sort=True):
             interval = t_interval(cell.loc[cell["usable"], "value"], options.confidence)
             partner = _old_partner(finder, cell)
-            result = compare_trials(cell, partner.rows, options) if partner is not None else None
+            result = None
+            if partner is not None:  # dicelab.stats.compare on this one pair, no batching
+                own, theirs = seed_values(cell), seed_values(partner.rows)
+                result = compare(own, theirs, confidence=options.confidence, test=options.test)
             expected.append(
                 {
                     "line": line.label,

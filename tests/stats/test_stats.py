@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import warnings
@@ -16,7 +17,9 @@ from dicelab.stats import (
     BETTER,
     NO_DIFFERENCE,
     WORSE,
+    Comparison,
     compare,
+    compare_many,
     equivalent,
     holm,
     min_pairs_for_significance,
@@ -246,3 +249,35 @@ def test_seeds_needed_many_gives_each_rows_seeds_needed():
     assert seeds_needed_many([], [], [], []) == []
     with pytest.raises(ValueError, match="delta"):
         seeds_needed_many([1.0], [0.0], [0.05], [True])
+
+
+@pytest.mark.parametrize("test", ["permutation", "t"])
+def test_compare_many_gives_each_pairs_compare(test):
+    """The batched comparisons equal compare() pair by pair, exactly: paired at several sizes (exact and
+    Monte Carlo sign flips), unpaired, with missing seeds and NaN, without spread, identical, one-sided."""
+    rng = np.random.default_rng(7)
+    pairs = []
+    for n in (2, 3, 3, 5, 5, 5, 8, 17):
+        base = rng.normal(70, 2, n)
+        candidate = dict(enumerate(base + rng.normal(0.5, 1, n)))
+        pairs.append((candidate, dict(enumerate(base))))
+    pairs.append(({0: 1.0, 1: 2.0, 2: math.nan}, {0: 0.5, 1: 1.0, 2: 3.0, 3: 4.0}))  # 2 pairs left
+    pairs.append(({0: 1.0, 1: 2.0, 2: 3.0}, {0: 0.0, 1: 1.0, 2: 2.0}))  # no spread in the differences
+    pairs.append(({0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.0}))  # identical
+    pairs.append(({0: 1.0, 1: 2.0, 2: 2.5}, {5: 0.0, 6: 1.0, 7: 1.5}))  # no common seed: unpaired
+    pairs.append(({0: 1.0}, {1: math.nan}))  # nothing to compare
+    for confidence in (0.95, 0.9):
+        many = compare_many(pairs, confidence=confidence, test=test)
+        alone = [compare(c, r, confidence=confidence, test=test) for c, r in pairs]
+        assert [_fields(c) for c in many] == [_fields(c) for c in alone]
+    assert compare_many([]) == []
+    with pytest.raises(ValueError, match="test must be"):
+        compare_many(pairs, test="wilcoxon")
+
+
+def _fields(comparison: Comparison) -> tuple[object, ...]:
+    """The comparison's fields with NaN as a string, so that equal NaNs compare equal."""
+    return tuple(
+        "nan" if isinstance(value, float) and math.isnan(value) else value
+        for value in dataclasses.astuple(comparison)
+    )

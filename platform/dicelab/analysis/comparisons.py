@@ -10,9 +10,9 @@ over the arena's whole family of comparisons; a comparison not decided says how 
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from dicelab.errors import DicelabError
 from dicelab.stats import (
     NO_DIFFERENCE,
     Comparison,
-    compare,
+    compare_many,
     holm,
     min_pairs_for_significance,
     seeds_needed_many,
@@ -168,7 +168,7 @@ def decisions_from_observations(
             where = " / ".join(str(v) for v in arena.values() if v != ALL_VARIANTS)
             notes.append(f"{where}: no configuration with {options.baseline}; compared with the best only")
         family = list(_family(configs, best, partner))
-        results = [compare_trials(c.trials, r.trials, options) for _, c, r in family]
+        results = compare_trials_many([(c.trials, r.trials) for _, c, r in family], options)
         adjusted = holm([result.p_value for result in results])
         family_size = max(1, sum(math.isfinite(result.p_value) for result in results))
         paper = runs.papers.get(str(arena["experiment"]))
@@ -294,34 +294,54 @@ class BaselineFinder:
 
 
 def compare_trials(candidate: pd.DataFrame, reference: pd.DataFrame, options: AnalysisOptions) -> Comparison:
-    """`dicelab.stats.compare` on two groups of trials' per-seed values. Memoised: the decision, the ablation
-    table and the sensitivity curves ask for many of the same comparisons, and an inexact permutation test
-    (more than 16 pairs) costs most of a second."""
-    return _compare_cached(
-        _frozen(seed_values(candidate)), _frozen(seed_values(reference)), options.confidence, options.test
-    )
+    """`dicelab.stats.compare` on two groups of trials' per-seed values (see compare_trials_many)."""
+    return compare_trials_many([(candidate, reference)], options)[0]
+
+
+def compare_trials_many(
+    pairs: Sequence[tuple[pd.DataFrame, pd.DataFrame]], options: AnalysisOptions
+) -> list[Comparison]:
+    """`dicelab.stats.compare` of each (candidate, reference) pair of trial groups, those not remembered
+    computed together (`compare_many`). Remembered: the decision, the ablation table and the sensitivity
+    curves ask for many of the same comparisons, and an inexact permutation test (more than 16 pairs)
+    costs most of a second."""
+    keys = [
+        (_frozen(seed_values(candidate)), _frozen(seed_values(reference)), options.confidence, options.test)
+        for candidate, reference in pairs
+    ]
+    known = {key: _COMPARED[key] for key in keys if key in _COMPARED}
+    missing = [key for key in dict.fromkeys(keys) if key not in known]
+    if missing:
+        computed = compare_many(
+            [(_unfrozen(key[0]), _unfrozen(key[1])) for key in missing],
+            confidence=options.confidence,
+            test=options.test,
+        )
+        known |= dict(zip(missing, computed, strict=True))
+    for key in keys:  # most recently used last; the oldest are forgotten past _REMEMBERED
+        _COMPARED[key] = known[key]
+        _COMPARED.move_to_end(key)
+    while len(_COMPARED) > _REMEMBERED:
+        _COMPARED.popitem(last=False)
+    return [known[key] for key in keys]
+
+
+_REMEMBERED = 4096  # comparisons kept between calls
+_Frozen = tuple[tuple[int, float | None], ...]
+_COMPARED: OrderedDict[tuple[_Frozen, _Frozen, float, Test], Comparison] = OrderedDict()
 
 
 def _statistics_columns(frame: pd.DataFrame) -> list[str]:
     return [column for column in STATISTICS_COLUMNS if column in frame]
 
 
-def _frozen(values: dict[int, float]) -> tuple[tuple[int, float | None], ...]:
+def _frozen(values: dict[int, float]) -> _Frozen:
     # NaN never equals itself, so it would defeat the cache: missing seeds are keyed as None.
     return tuple(sorted((seed, value if math.isfinite(value) else None) for seed, value in values.items()))
 
 
-@functools.lru_cache(maxsize=4096)
-def _compare_cached(
-    candidate: tuple[tuple[int, float | None], ...],
-    reference: tuple[tuple[int, float | None], ...],
-    confidence: float,
-    test: Test,
-) -> Comparison:
-    def unfrozen(values: tuple[tuple[int, float | None], ...]) -> dict[int, float]:
-        return {seed: math.nan if value is None else value for seed, value in values}
-
-    return compare(unfrozen(candidate), unfrozen(reference), confidence=confidence, test=test)
+def _unfrozen(values: _Frozen) -> dict[int, float]:
+    return {seed: math.nan if value is None else value for seed, value in values}
 
 
 def seed_values(rows: pd.DataFrame) -> dict[int, float]:

@@ -14,7 +14,7 @@ from dicelab.analysis.comparisons import (
     STATISTICS_COLUMNS,
     BaselineFinder,
     Configuration,
-    compare_trials,
+    compare_trials_many,
 )
 from dicelab.analysis.design import SweptParam, config_label, swept_params
 from dicelab.analysis.intervals import t_intervals
@@ -30,7 +30,7 @@ from dicelab.analysis.observations import (
 )
 from dicelab.analysis.paper import PaperNumbers
 from dicelab.analysis.runs import RunSet
-from dicelab.stats import holm
+from dicelab.stats import Comparison, holm
 
 # Another swept param with at most this many values splits the curves into lines; one with more values
 # (a random search over it) is averaged over, and the curve says so in `averaged_over`.
@@ -185,6 +185,8 @@ def _line_points(
     missing = ~failed & ~degenerate & ~usable
     partners = baselines.partners(trials, cells)
     statistics = trials[[column for column in STATISTICS_COLUMNS if column in trials]]
+    compared = [(statistics.iloc[cell], p.trials) for cell, p in zip(cells, partners, strict=True) if p]
+    results = iter(compare_trials_many(compared, options))
     points = []
     for x, cell, interval, partner in zip(xs.tolist(), cells, intervals, partners, strict=True):
         points.append(
@@ -211,19 +213,16 @@ def _line_points(
                 "ci_high": interval.high,
                 "is_optimum": False,
                 "paper": paper.sensitivity_at(line.loss, float(x)) if paper else math.nan,
-                **_against_baseline(statistics.iloc[cell], partner, options),
+                **_against_baseline(partner, next(results) if partner else None),
             }
         )
     return points
 
 
-def _against_baseline(
-    cell: pd.DataFrame, partner: Configuration | None, options: AnalysisOptions
-) -> dict[str, Any]:
-    if partner is None:
+def _against_baseline(partner: Configuration | None, result: Comparison | None) -> dict[str, Any]:
+    if partner is None or result is None:
         return {"baseline": "", "delta": math.nan, "delta_low": math.nan, "delta_high": math.nan,
                 "delta_paired": False, "delta_p": math.nan}  # fmt: skip
-    result = compare_trials(cell, partner.trials, options)
     return {
         "baseline": partner.label,
         "delta": result.difference,

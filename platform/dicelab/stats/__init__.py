@@ -15,6 +15,7 @@ from dicelab.stats.comparison import (
     WORSE,
     Comparison,
     compare,
+    compare_many,
     min_pairs_for_significance,
     verdict,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "WORSE",
     "Comparison",
     "compare",
+    "compare_many",
     "equivalent",
     "holm",
     "min_pairs_for_significance",

@@ -14,7 +14,7 @@ The interval is always the t interval of the mean difference (paired t; Welch un
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -93,6 +93,64 @@ def compare(
     return _unpaired(a, b, set(candidate) | set(reference), confidence, test)
 
 
+def compare_many(
+    pairs: Sequence[tuple[Mapping[int, float], Mapping[int, float]]],
+    *,
+    confidence: float = 0.95,
+    test: Test = "permutation",
+) -> list[Comparison]:
+    """`compare` of each (candidate, reference). The same results; the paired comparisons with a spread and
+    an exact (or t) test are computed together, one scipy call for the t intervals and one for the tests
+    per number of pairs (scipy's tests are elementwise over an axis): a report's few hundred comparisons
+    cost a scipy call each otherwise, most of it scipy's own per-call work."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    found: list[Comparison | None] = [None] * len(pairs)
+    together: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}  # pairs -> (position, x, y)
+    prepared = []
+    for position, (candidate, reference) in enumerate(pairs):
+        a, b = _finite(candidate), _finite(reference)
+        common = sorted(set(a) & set(b))
+        seeds = set(candidate) | set(reference)
+        prepared.append((a, b, common, seeds))
+        if len(common) < 2:
+            found[position] = _unpaired(a, b, seeds, confidence, test)
+            continue
+        x, y = np.array([a[seed] for seed in common]), np.array([b[seed] for seed in common])
+        spread = float((x - y).std(ddof=1)) > 0.0
+        if spread and (test == "t" or 2 ** len(common) <= _EXACT_LIMIT):
+            together.setdefault(len(common), []).append((position, x, y))
+        else:  # no spread (no interval, maybe no test) or a Monte Carlo test (one random stream each)
+            found[position] = _paired(a, b, common, seeds, confidence, test)
+    for members in together.values():
+        x = np.stack([member[1] for member in members])
+        y = np.stack([member[2] for member in members])
+        ttest = stats.ttest_rel(x, y, axis=-1)
+        interval = ttest.confidence_interval(confidence_level=confidence)
+        p = ttest.pvalue if test == "t" else _sign_flip_p(x, y)
+        for row, (position, _, _) in enumerate(members):
+            computed = (float(interval.low[row]), float(interval.high[row]), float(p[row]))
+            found[position] = _paired(*prepared[position], confidence, test, computed)
+    return [comparison for comparison in found if comparison is not None]
+
+
+def _sign_flip_p(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """scipy's sign-flip permutation test of the mean paired difference, along the last axis."""
+    return stats.permutation_test(
+        (x, y),
+        lambda u, v, axis: np.mean(u - v, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=_EXACT_LIMIT,
+        alternative="two-sided",
+        rng=_RESAMPLES_SEED,
+        batch=_BATCH,
+        axis=-1,
+    ).pvalue
+
+
 def _paired(
     a: dict[int, float],
     b: dict[int, float],
@@ -100,6 +158,7 @@ def _paired(
     seeds: set[int],
     confidence: float,
     test: Test,
+    computed: tuple[float, float, float] | None = None,  # low, high and p from compare_many's batch
 ) -> Comparison:
     x = np.array([a[seed] for seed in common])
     y = np.array([b[seed] for seed in common])
@@ -112,29 +171,22 @@ def _paired(
         # scipy's t interval is NaN here; every seed agrees exactly, so the interval is the point itself.
         low = high = mean
         note = "every seed gives the same difference (no spread): only the test's count of seeds can decide"
+    elif computed is not None:
+        low, high = computed[0], computed[1]
     else:
         interval = stats.ttest_rel(x, y).confidence_interval(confidence_level=confidence)
         low, high = float(interval.low), float(interval.high)
     if np.all(diffs == 0.0):
         p = 1.0
         note = "identical values on every paired seed"
+    elif computed is not None:
+        p = computed[2]
     elif test == "t":
         p = float(stats.ttest_rel(x, y).pvalue) if std > 0.0 else math.nan
         if std == 0.0:
             note = "every seed gives the same difference: the t test is undefined (use the permutation test)"
     else:
-        p = float(
-            stats.permutation_test(
-                (x, y),
-                lambda u, v, axis: np.mean(u - v, axis=axis),
-                permutation_type="samples",
-                vectorized=True,
-                n_resamples=_EXACT_LIMIT,
-                alternative="two-sided",
-                rng=_RESAMPLES_SEED,
-                batch=_BATCH,
-            ).pvalue
-        )
+        p = float(_sign_flip_p(x, y))
     name = "exact sign-flip permutation test (paired)" if test == "permutation" else "paired t test"
     if test == "permutation" and 2**n > _EXACT_LIMIT:
         name = f"sign-flip permutation test (paired, {_EXACT_LIMIT} random sign patterns)"
