@@ -262,11 +262,9 @@ class BaselineFinder:
         if self.key not in rows:
             return [None] * len(cells)
         experiments, tasks, metrics = (rows[c].to_numpy() for c in ("experiment", TASK, "metric"))
-        losses, variants = rows[LOSS].to_numpy(), rows[VARIANT].to_numpy()
+        variants = rows[VARIANT].to_numpy()
         is_baseline = rows[self.key].map(lambda value: _matches(value, self.options.baseline_value))
         is_baseline = is_baseline.to_numpy(dtype=bool)
-        usable, values = rows["usable"].to_numpy(dtype=bool), rows["value"]
-        statistics = rows[_statistics_columns(rows)]
         codes: dict[str, np.ndarray] = {}  # a column's values as integers: a cell has one value or several
         found: list[Configuration | None] = []
         for cell in cells:
@@ -284,12 +282,7 @@ class BaselineFinder:
                 own = codes[column][cell]
                 if (own == own[0]).all():  # nunique(dropna=False) == 1
                     settings[column] = rows[column].iloc[first]
-            own_values = values.iloc[cell[usable[cell]]]
-            point = Configuration(
-                "", str(losses[first]), str(variants[first]), settings, statistics.iloc[cell],
-                own_values.mean(), len(own_values), rows,
-            )  # fmt: skip
-            found.append(_partner(point, baselines, self.key))
+            found.append(_agreeing(settings, baselines, self.key))  # a point is never a baseline itself
         return found
 
 
@@ -401,16 +394,20 @@ def _matches(value: Any, wanted: str) -> bool:
 def _partner(config: Configuration, baselines: list[Configuration], key: str) -> Configuration | None:
     """The baseline configuration `config` is compared with: one that agrees with it on every setting both
     have, other than the baseline key itself (the best by mean if several); None for a baseline itself."""
-    if config in baselines:
-        return None
+    return None if config in baselines else _agreeing(config.settings, baselines, key)
+
+
+def _agreeing(settings: dict[str, Any], baselines: list[Configuration], key: str) -> Configuration | None:
+    """The best (by mean) of the baselines with a usable seed that agree with `settings` on every setting
+    both have other than `key`; None if none does."""
     agreeing = [
         b
         for b in baselines
         if b.n > 0
         and all(
-            _same(config.settings[c], b.settings[c])
-            for c in config.settings
-            if c != key and pd.notna(config.settings[c]) and pd.notna(b.settings.get(c))
+            _same(settings[c], b.settings[c])
+            for c in settings
+            if c != key and pd.notna(settings[c]) and pd.notna(b.settings.get(c))
         )
     ]
     return max(agreeing, key=lambda b: b.mean) if agreeing else None

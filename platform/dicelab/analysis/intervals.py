@@ -47,7 +47,8 @@ def t_intervals(groups: Sequence[Iterable[float]], confidence: float = 0.95) -> 
     where a call per group spends most of a millisecond in scipy's distribution machinery (a sensitivity
     figure of 40 swept values asks for 40 intervals per line)."""
     found: list[Interval | None] = []
-    pending: list[tuple[int, int, int, float, float, float]] = []  # position, n, n_nan, mean, std, sem
+    # position, n, n_nan, mean, std and the finite values of each group with a spread
+    pending: list[tuple[int, int, int, float, float, np.ndarray]] = []
     for values in groups:
         array = np.asarray(list(values), dtype=float)
         finite = array[np.isfinite(array)]
@@ -63,10 +64,16 @@ def t_intervals(groups: Sequence[Iterable[float]], confidence: float = 0.95) -> 
         if std == 0.0:
             found.append(Interval(n, n_nan, mean, 0.0, mean, mean))
             continue
-        pending.append((len(found), n, n_nan, mean, std, float(stats.sem(finite))))
+        pending.append((len(found), n, n_nan, mean, std, finite))
         found.append(None)
     if pending:
-        _, sizes, _, means, _, sems = (np.array(column) for column in zip(*pending, strict=True))
+        # scipy's standard errors, one call per group size (elementwise along the last axis)
+        sizes = np.array([row[1] for row in pending])
+        sems = np.empty(len(pending))
+        for size in np.unique(sizes):
+            rows = np.flatnonzero(sizes == size)
+            sems[rows] = stats.sem(np.stack([pending[row][5] for row in rows]), axis=-1)
+        means = np.array([row[3] for row in pending])
         lows, highs = stats.t.interval(confidence, df=sizes - 1, loc=means, scale=sems)
         for (position, n, n_nan, mean, std, _), low, high in zip(pending, lows, highs, strict=True):
             found[position] = Interval(n, n_nan, mean, std, float(low), float(high))
