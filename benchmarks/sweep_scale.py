@@ -3,6 +3,7 @@ SQLite store and against the PostgreSQL team server, at several N (default 100 a
 
     .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server] [--out r.json]
     .venv/bin/python benchmarks/sweep_scale.py --quick        # 4 trials against SQLite: a smoke run
+    .venv/bin/python benchmarks/sweep_scale.py --race-only --trials 100 1000 4000   # the race alone, no Ray
 
 Each sweep is the real `dicelab sweep` driver (`dicelab.sweeps.driver.execute_sweep`, in its own process):
 the config checks, the parent run, the shared inputs, Tune with its callbacks (TrialRecords, SweepView,
@@ -213,6 +214,73 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
     }
 
 
+def race_only(trials: int, saves: bool) -> dict[str, Any]:
+    """The race searcher alone, driven as Tune drives it (2 trials at a time), on the benchmark's race: its
+    CPU per trial, the tests it ran and the bytes of its state file, without Ray or MLflow in the way.
+    saves: Tune saves the experiment (the searcher's `save`) after every trial, as it does in the sweeps
+    above (one forced save per trial checkpoint); else never."""
+    import dicelab.stats
+    from dicelab.sweeps.algorithms import POINT_KEY
+    from dicelab.sweeps.race_records import race_file
+    from dicelab.sweeps.race_searcher import RaceSearcher
+    from dicelab.sweeps.racing import Race, RaceSettings
+
+    counts = {"tests": 0, "writes": 0, "bytes": 0}
+    compare, write = dicelab.stats.compare, RaceSearcher._write
+
+    def counted_compare(*args: Any, **kwargs: Any) -> Any:
+        counts["tests"] += 1
+        return compare(*args, **kwargs)
+
+    def counted_write(self: RaceSearcher, *args: Any) -> None:
+        write(self, *args)
+        counts["writes"] += 1
+        counts["bytes"] += race_file(self.directory).stat().st_size
+
+    configurations = max(2, trials // 2)
+    values = [0.6 + 0.01 * (i % 5) for i in range(configurations)]  # near-ties: the race stays undecided
+    with tempfile.TemporaryDirectory(prefix="dl-race-only-") as scratch, contextlib.ExitStack() as stack:
+        stack.callback(setattr, dicelab.stats, "compare", compare)
+        stack.callback(setattr, RaceSearcher, "_write", write)
+        dicelab.stats.compare, RaceSearcher._write = counted_compare, counted_write
+        dicelab.stats.holm([0.5])  # scipy and statsmodels imported before the clock starts
+        cpu = time.thread_time()
+        race = Race(RaceSettings(min_seeds=2, max_seeds=2), [f"gamma={i}" for i in range(configurations)])
+        points = [{"loss.gamma": 0.01 * i} for i in range(configurations)]
+        searcher = RaceSearcher(race, points, "f1", "max", Path(scratch) / "sweep")
+        running: list[tuple[str, dict[str, Any]]] = []
+        counter = 0
+        while True:
+            while len(running) < 2:
+                config = searcher.suggest(f"t{counter}")
+                if not isinstance(config, dict):
+                    break
+                running.append((f"t{counter}", config[POINT_KEY]))
+                counter += 1
+            if not running:
+                break
+            trial_id, point = running.pop(0)
+            index = round(point["loss.gamma"] * 100)
+            value = values[index] + 0.001 * point["train.seed"] * (1 + index % 3)
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                searcher.on_trial_result(trial_id, {"dev_f1": value})
+                searcher.on_trial_complete(trial_id, {"dev_f1": value})
+            if saves:
+                searcher.save(str(Path(scratch) / "searcher.pkl"))
+        cpu = time.thread_time() - cpu
+        final_bytes = race_file(searcher.directory).stat().st_size
+    n = len(searcher.race.trials)
+    return {
+        "n": n,
+        "saves": "after every trial" if saves else "none",
+        "race_cpu_ms_per_trial": round(1000 * cpu / n, 3),
+        "tests_per_trial": round(counts["tests"] / n, 3),
+        "file_writes": counts["writes"],
+        "file_bytes_per_trial": round(counts["bytes"] / n),
+        "final_file_bytes": final_bytes,
+    }
+
+
 # -- the benchmark ------------------------------------------------------------------------------------------
 
 
@@ -324,10 +392,20 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="4 trials against SQLite, one at a time: a smoke run"
     )
+    parser.add_argument(
+        "--race-only", action="store_true", help="the race searcher alone at each --trials (no Ray or MLflow)"
+    )
     parser.add_argument("--worker", nargs=2, metavar=("CONFIG", "URI"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(run_one(*args.worker)), flush=True)
+        return 0
+    if args.race_only:
+        race_rows = [race_only(trials, saves) for saves in (False, True) for trials in args.trials]
+        for row in race_rows:
+            print(json.dumps(row), flush=True)
+        if args.out:
+            args.out.write_text(json.dumps({"race_only": race_rows}, indent=2))
         return 0
     max_concurrent = 2
     if args.quick:  # every path of the full run once, on one trial worker (a process importing torch)

@@ -83,7 +83,7 @@ def test_the_file_is_current_at_every_save_and_restore(tmp_path):
     for _ in range(40):  # part way: some events since the last write
         config = searcher.suggest(f"t{len(searcher.race.trials)}")
         assert isinstance(config, dict)
-    for trial_id in list(searcher.race.pending)[:5]:
+    for trial_id in list(searcher.race.pending)[:3]:  # fewer than (60 + 40) / 20 events
         searcher.on_trial_complete(trial_id, {"dev_f1": 0.8})
     assert as_json(read_race(searcher.directory)) != as_json(searcher.race.state())  # lagging
     searcher.save(str(saves))  # Tune saves the experiment: the file is as current as Tune's state

@@ -10,9 +10,9 @@ The JSON file holds the whole race, so writing it at every hand-out and result w
 sweep of N trials. It is written (compact) when the race is decided, whenever Tune saves the experiment
 (the searcher's `save`: the file is never older than Tune's own state, and the last save of an interrupted
 sweep leaves it current), and between saves once the hand-outs and results since the last write reach
-1/WRITE_SHARE of the trials so far: every event in a small race, every 50th at 1,000 trials. That is O(N)
-bytes besides Tune's saves. Resume does not read the file: the race comes back from the searcher's
-checkpoint in Tune's state.
+1/WRITE_SHARE of the configurations and trials it holds: every event in a small race, every 25th to 75th
+in a race of 500 configurations x 2 seeds. Between saves that is O(N) bytes over a sweep. Resume does not
+read the file: the race comes back from the searcher's checkpoint in Tune's state.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dicelab.sweeps.space import Point
 from dicelab.sweeps.trainable import DEGENERATE_RESULT
 from dicelab.tracking import conventions as names
 
-WRITE_SHARE = 20  # between Tune's saves, the file is rewritten after trials/WRITE_SHARE new events
+WRITE_SHARE = 20  # between Tune's saves, rewritten after (configurations + trials) / WRITE_SHARE events
 
 
 class RaceSearcher(Searcher):
@@ -113,7 +113,7 @@ class RaceSearcher(Searcher):
     def _changed(self) -> None:
         """One more hand-out or result: the file is rewritten once they are a share of the trials so far."""
         self._unwritten += 1
-        if self._unwritten * WRITE_SHARE >= len(self.race.trials):
+        if self._unwritten * WRITE_SHARE >= len(self.race.labels) + len(self.race.trials):
             self._write()
 
     def _write(self, state: dict[str, Any] | None = None) -> None:
