@@ -44,6 +44,35 @@ class PlainRace(Race):
     def _cached(self, kind: str, index: int, leader: int, test: Any) -> Any:
         return test()
 
+    def _recorded(self, index: int) -> None:
+        pass  # nothing kept between results
+
+    # racing.Race.leader and _maybe_end as they were: every configuration scanned at every result
+    def leader(self) -> int | None:
+        """The alive configuration with the best mean among those with min_seeds results."""
+        ready = [i for i in self.alive() if self._ready(i) and math.isfinite(self.mean(i))]
+        if not ready:
+            return None
+        sign = 1.0 if self.settings.higher_is_better else -1.0
+        return max(ready, key=lambda i: (sign * self.mean(i), -i))
+
+    def _maybe_end(self) -> None:
+        alive = self.alive()
+        if len(alive) == 1 and self._ready(alive[0]):
+            self._decide("separated")
+            return
+        margin = self.settings.margin
+        leader = self.leader()
+        if margin and leader is not None:
+            from dicelab.stats import equivalent
+
+            others = [i for i in alive if i != leader]
+            if all(self._ready(i) for i in others) and all(
+                equivalent(self.results[i], self.results[leader], margin, alpha=self.settings.alpha)[0]
+                for i in others
+            ):
+                self._decide("equivalent")
+
     # racing.Race._eliminate as it was: every ready configuration tested, Holm over all, at every result
     def _eliminate(self) -> list[dict[str, Any]]:
         leader = self.leader()
@@ -219,8 +248,8 @@ def test_the_queue_hands_out_in_the_plain_order_and_skips_dropped_and_busy():
     first = [race.next_trial(f"t{i}") for i in range(6)]
     assert first == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]
     assert race.next_trial("t6") is None  # all three busy past min_seeds
-    race.status[1] = DROPPED  # as an elimination would
-    for trial_id in ["t0", "t1", "t2", "t3"]:
-        race.record(trial_id, 80.0)
+    for trial_id, value in [("t0", 80.0), ("t3", 81.0), ("t1", math.nan), ("t4", math.nan), ("t2", 80.0)]:
+        race.record(trial_id, value)
+    assert race.status[1] == DROPPED  # no usable seed
     assert race.status[0] == ALIVE and race.next_trial("t7") == (0, 3)
     assert race.next_trial("t8") is None  # c still busy with its second seed; b dropped

@@ -80,6 +80,16 @@ class Race:
         self._tests: dict[tuple[str, int], tuple[int, tuple, tuple, Any]] = {}
         self._queue: list[tuple[int, int]] = [(len(self.launched[i]), i) for i in range(count)]
         heapq.heapify(self._queue)
+        # What can decide at a look, kept between results (`_sync` builds it): the leader, each ready
+        # rival's p against it, the finite ones in a heap (stale entries skipped), the rivals without a
+        # usable seed.
+        self._synced = False
+        self._leader: int | None = None
+        self._alive_count = 0
+        self._rival_p: dict[int, float] = {}
+        self._finite = 0  # finite p-values in _rival_p
+        self._p_heap: list[tuple[float, int]] = []
+        self._failing: set[int] = set()
 
     # -- scheduling ------------------------------------------------------------------------------------
 
@@ -160,6 +170,7 @@ class Race:
         self._enqueue(index)  # no longer busy: it may want its next seed
         if self.decision is not None:
             return []
+        self._recorded(index)
         dropped = self._eliminate()
         self._maybe_end()
         if self.decision is None and not self.pending and self._next_wanting() is None:
@@ -190,11 +201,105 @@ class Race:
 
     def leader(self) -> int | None:
         """The alive configuration with the best mean among those with min_seeds results."""
+        self._sync()
+        return self._leader
+
+    def _find_leader(self) -> int | None:
         ready = [i for i in self.alive() if self._ready(i) and math.isfinite(self.mean(i))]
-        if not ready:
-            return None
-        sign = 1.0 if self.settings.higher_is_better else -1.0
-        return max(ready, key=lambda i: (sign * self.mean(i), -i))
+        return max(ready, key=self._rank) if ready else None
+
+    def _rank(self, index: int) -> tuple[float, int]:
+        return (1.0 if self.settings.higher_is_better else -1.0) * self.mean(index), -index
+
+    # -- what can decide, kept between results -----------------------------------------------------------
+    # A result changes one configuration: its mean, whether it is ready, whether it has a usable seed, its
+    # test against the leader. Only when it was the leader's, or it takes the lead, are all rivals tested
+    # again (as the plain computation does at every result).
+
+    def _sync(self) -> None:
+        if self._synced:
+            return
+        self._synced = True
+        self._alive_count = self.status.count(ALIVE)
+        self._failing = {i for i in self.alive() if self._failed_out(i)}
+        self._new_leader(self._find_leader())
+
+    def _new_leader(self, leader: int | None) -> None:
+        self._leader, self._rival_p, self._p_heap, self._finite = leader, {}, [], 0
+        if leader is not None:
+            for index in self.alive():
+                self._rival(index)
+
+    def _rival(self, index: int) -> None:
+        """(Re)test a configuration against the leader if it is a ready rival."""
+        leader = self._leader
+        if leader is None or index == leader or self.status[index] != ALIVE or not self._ready(index):
+            return
+        p_value = self._compare(index, leader).p_value
+        self._unrival(index)
+        self._rival_p[index] = p_value
+        if math.isfinite(p_value):
+            self._finite += 1
+            heapq.heappush(self._p_heap, (p_value, index))
+
+    def _unrival(self, index: int) -> None:
+        if math.isfinite(self._rival_p.pop(index, math.nan)):
+            self._finite -= 1
+
+    def _recorded(self, index: int) -> None:
+        if not self._synced:
+            self._sync()
+            return
+        if self._failed_out(index):
+            self._failing.add(index)
+        else:
+            self._failing.discard(index)
+        leader = self._leader
+        if leader == index:
+            self._new_leader(self._find_leader())  # its mean moved: the lead may have passed to another
+        elif (
+            self._ready(index)
+            and math.isfinite(self.mean(index))
+            and (leader is None or self._rank(index) > self._rank(leader))
+        ):
+            self._new_leader(index)
+        else:
+            self._rival(index)
+
+    def _dropped(self, index: int) -> None:
+        self.status[index] = DROPPED
+        self._alive_count -= 1
+        self._unrival(index)
+        self._failing.discard(index)
+        self._forget(index)
+
+    def _failed_out(self, index: int) -> bool:
+        """No usable seed at all (every seed failed or degenerate): it cannot win."""
+        return self.finished_seeds(index) == 0 and len(self.results[index]) >= self.settings.min_seeds
+
+    def _may_drop(self) -> bool:
+        """Whether a look can drop anything: a rival without a usable seed, or Holm able to put a p below
+        alpha (`could_separate`, on the smallest finite p and their count)."""
+        if self._failing:
+            return True
+        while self._p_heap and self._rival_p.get(self._p_heap[0][1]) != self._p_heap[0][0]:
+            heapq.heappop(self._p_heap)  # a rival retested, dropped, or of a former leader
+        if not self._p_heap:
+            return False
+        return self._finite * self._p_heap[0][0] < self.settings.alpha  # as could_separate
+
+    def _compare(self, index: int, leader: int) -> Any:
+        from dicelab.stats import compare
+
+        settings = self.settings
+        return self._cached(
+            "compare",
+            index,
+            leader,
+            lambda: compare(
+                self.results[index], self.results[leader], confidence=settings.confidence, test=settings.test
+            ),
+        )
 
     def _can_grow(self, index: int) -> bool:
         return len(self.launched[index]) < self.settings.max_seeds
@@ -208,30 +313,19 @@ class Race:
 
     def _eliminate(self) -> list[dict[str, Any]]:
         leader = self.leader()
-        if leader is None:
-            return []
+        if leader is None or not self._may_drop():
+            return []  # the look below would drop nothing: it runs only when it may
         # the statistics (scipy, statsmodels) where a race compares: a sweep that does not race goes without
-        from dicelab.stats import WORSE, compare, holm, verdict
+        from dicelab.stats import WORSE, holm, verdict
 
         rivals = [i for i in self.alive() if i != leader and self._ready(i)]
         settings = self.settings
-        comparisons = [
-            self._cached(
-                "compare",
-                i,
-                leader,
-                lambda i=i: compare(
-                    self.results[i], self.results[leader], confidence=settings.confidence, test=settings.test
-                ),
-            )
-            for i in rivals
-        ]
+        comparisons = [self._compare(i, leader) for i in rivals]
         p_values = [comparison.p_value for comparison in comparisons]
         adjusted = holm(p_values) if could_separate(p_values, settings.alpha) else None
         dropped = []
         for rank, (index, comparison) in enumerate(zip(rivals, comparisons, strict=True)):
-            # A configuration with no usable seed at all (every seed failed or degenerate) cannot win.
-            failed_out = self.finished_seeds(index) == 0 and len(self.results[index]) >= settings.min_seeds
+            failed_out = self._failed_out(index)
             if adjusted is None and not failed_out:
                 continue  # no adjusted p below alpha: nothing is decided worse
             if adjusted is None:
@@ -242,8 +336,7 @@ class Race:
             )
             if worse != WORSE and not failed_out:
                 continue
-            self.status[index] = DROPPED
-            self._forget(index)
+            self._dropped(index)
             event = {
                 "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "trials_finished": len(self.trials) - len(self.pending),
@@ -271,17 +364,18 @@ class Race:
         self._tests.pop(("equivalent", index), None)
 
     def _maybe_end(self) -> None:
-        alive = self.alive()
-        if len(alive) == 1 and self._ready(alive[0]):
+        self._sync()
+        if self._alive_count == 1 and self._ready(self.alive()[0]):
             self._decide(SEPARATED)
             return
         margin = self.settings.margin
-        leader = self.leader()
-        if margin and leader is not None:
+        leader = self._leader
+        # every other alive configuration ready: each is then a rival with its p kept
+        if margin and leader is not None and len(self._rival_p) == self._alive_count - 1:
             from dicelab.stats import equivalent
 
-            others = [i for i in alive if i != leader]
-            if all(self._ready(i) for i in others) and all(
+            others = [i for i in self.alive() if i != leader]
+            if all(
                 self._cached(
                     "equivalent",
                     i,
