@@ -37,6 +37,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from dicelab.sweeps.local_ray import _descendants
 from dicelab.tracking import conventions as names
+from dicelab.tracking.sqlite_template import start_from_template
 
 BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
 
@@ -376,7 +377,9 @@ def own_ray_cluster(request: pytest.FixtureRequest, ray_env: dict[str, str]) -> 
 
 
 def mlflow_server_command(store: Path, port: int) -> list[str]:
-    """`mlflow server` on 127.0.0.1:`port` with one worker, its SQLite store and artifacts in `store`."""
+    """`mlflow server` on 127.0.0.1:`port` with one worker, its SQLite store and artifacts in `store` (a new
+    store starts as a copy of MLflow's empty schema, as `dicelab`'s own stores do: no migrations to run)."""
+    start_from_template(store / "mlflow.db")
     return [
         str(BIN / "mlflow"),
         "server",

@@ -21,13 +21,15 @@ from dicelab.sweeps.parent_run import (
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import Event, TrialRun
-from dicelab.tracking.store import ensure_experiment
+from dicelab.tracking.store import check_tracking, ensure_experiment
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory) -> MlflowClient:
     # one store for the module (creating its schema takes seconds); each test writes its own experiment
-    return MlflowClient(f"sqlite:///{tmp_path_factory.mktemp('cost') / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path_factory.mktemp('cost') / 'mlflow.db'}"
+    check_tracking(uri)
+    return MlflowClient(uri)
 
 
 def _sweep(client: MlflowClient, name: str, trials: list[dict[str, float] | None]) -> tuple[SweepState, list]:

@@ -16,14 +16,16 @@ from dicelab.sweeps import records
 from dicelab.sweeps.space import plan_sweep
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import Event, TrialRun
-from dicelab.tracking.store import ensure_experiment
+from dicelab.tracking.store import check_tracking, ensure_experiment
 
 ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture
 def client(tmp_path) -> MlflowClient:
-    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(uri)  # the store as dicelab makes it
+    return MlflowClient(uri)
 
 
 def test_trial_runs_are_found_by_sweep_and_trial_id_and_closed_with_their_outcome(client):

@@ -17,6 +17,7 @@ from dicelab.sweeps.space import SweepPlan, outline_sweep
 from dicelab.sweeps.start_from import warm_points
 from dicelab.sweeps.winner import rank_configurations, winner_run
 from dicelab.tracking import conventions as names
+from dicelab.tracking.store import check_tracking
 
 BASE: dict[str, Any] = {
     "name": "warm-test",
@@ -124,6 +125,7 @@ def test_start_from_is_checked_by_the_schema():
 
 def earlier_sweep(uri: str, results: dict[tuple[str, float | None, int], tuple[float, str | None]]) -> str:
     """A finished sweep in the store: (loss, alpha, seed) -> (best_dev_f1, degenerate reason)."""
+    check_tracking(uri)  # the store as dicelab makes it
     client = MlflowClient(uri)
     experiment_id = client.create_experiment("earlier")
     parent = client.create_run(

@@ -13,6 +13,7 @@ from dicelab.config import apply_overrides
 from dicelab.experiment import experiment_from_dict
 from dicelab.tasks import TASKS, EvalResult
 from dicelab.tracking import conventions as names
+from dicelab.tracking.store import check_tracking
 from dicelab.training import run_trial
 from dicelab.training.reporter import MultiReporter
 from dicelab.training.reporters import ConsoleReporter, MlflowReporter
@@ -100,6 +101,7 @@ def test_a_collapsed_trial_is_flagged_on_its_run_and_the_console(tmp_path):
     )
     output = io.StringIO()
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(uri)  # as `dicelab trial` does before the trial
     mlflow = MlflowReporter(uri, "collapse")
     console = ConsoleReporter(quiet=True, console=Console(file=output, width=200))
     result = run_trial(config, MultiReporter([console, mlflow]))

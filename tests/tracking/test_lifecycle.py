@@ -21,7 +21,7 @@ from dicelab.tracking.lifecycle import (
     state_of,
     transition,
 )
-from dicelab.tracking.store import ensure_experiment
+from dicelab.tracking.store import check_tracking, ensure_experiment
 
 S, E = State, Event
 # The specification, written out pair by pair (the module builds its table from smaller pieces).
@@ -84,7 +84,9 @@ def test_every_outcome_of_the_trial_loop_has_its_ending_event():
 @pytest.fixture(scope="module")
 def client(tmp_path_factory) -> MlflowClient:
     """One store for the module (a new SQLite store's schema takes seconds); each test makes its own runs."""
-    return MlflowClient(f"sqlite:///{tmp_path_factory.mktemp('lifecycle') / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path_factory.mktemp('lifecycle') / 'mlflow.db'}"
+    check_tracking(uri)
+    return MlflowClient(uri)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from dicelab.tracking import mlflow_adapter
+from dicelab.tracking.store import check_tracking
 
 PLATFORM = Path(__file__).resolve().parents[2] / "platform" / "dicelab"
 INTERNAL = ("mlflow.utils", "mlflow.store", "mlflow.protos", "mlflow.server", "mlflow.tracking._")
@@ -23,8 +24,10 @@ INTERNAL = ("mlflow.utils", "mlflow.store", "mlflow.protos", "mlflow.server", "m
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    """One SQLite store for the module (creating its schema costs seconds)."""
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'm.db'}"
+    """One SQLite store for the module, as dicelab makes one."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'm.db'}"
+    check_tracking(uri)
+    return uri
 
 
 def test_the_system_tags_are_the_ones_the_ui_reads():

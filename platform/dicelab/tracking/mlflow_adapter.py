@@ -34,6 +34,7 @@ __all__ = [
     "RUN_NAME_TAG",
     "already_exists",
     "basic_auth",
+    "create_sqlite_schema",
     "is_database_uri",
     "rest_get",
     "run_tables",
@@ -69,6 +70,20 @@ def rest_get(tracking_uri: str, endpoint: str, params: Mapping[str, Any]) -> dic
 
     response = http_request(get_default_host_creds(tracking_uri), endpoint, "GET", params=dict(params))
     return verify_rest_response(response, endpoint).json()
+
+
+def create_sqlite_schema(uri: str) -> None:
+    """MLflow's tables at their newest revision in the new SQLite file of `uri`, and nothing in them (not the
+    Default experiment, whose artifact location depends on the store that opens it). A copy of this file is
+    a new store that MLflow opens without running its ~100 schema migrations (about 3 CPU-seconds): MLflow's
+    store creates its tables only when they are missing, then its Default experiment when there is none."""
+    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine_with_retry
+
+    engine = create_sqlalchemy_engine_with_retry(uri)
+    try:
+        _initialize_tables(engine)
+    finally:
+        engine.dispose()
 
 
 def is_database_uri(uri: str) -> bool:

@@ -103,8 +103,11 @@ def _check_sqlite(uri: str) -> None:
         raise TrackingError(f"tracking store {uri!r}: directory {directory} is not writable")
     from mlflow import MlflowClient
 
+    from dicelab.tracking.sqlite_template import start_from_template
+
     try:  # creates or migrates the schema once, here, instead of racing in concurrent trials
         with _quiet(SCHEMA_LOGGERS):
+            start_from_template(sqlite_path(uri))
             MlflowClient(uri).search_experiments(max_results=1)
     except Exception as error:
         raise TrackingError(f"tracking store {uri!r} is unusable: {first_line(error)}") from None
