@@ -33,9 +33,8 @@ from dicelab.sweeps import ray_adapter
 
 LAST_GOOD = ".last_good"
 TRIAL_ERROR_PICKLE = ray_adapter.TRIAL_ERROR_PICKLE  # Tune's pickled error of a trial, in its directory
-COPY_EVERY_S = (
-    2.0  # Tune may save its state every second (tuning.experiment_save_period_s): no need to chase each one
-)
+# at least this long between copies (Tune may save every second): no need to chase each save
+COPY_EVERY_S = 2.0
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
 PICKLE_PROTOCOL = pickle.PROTO  # the first byte of a pickle of protocol 2 or later
 
@@ -176,19 +175,30 @@ def forget_lost_checkpoints(trials: list[Trial]) -> list[Trial]:
 class StateKeeper(Callback):
     """Keeps last good copies of the experiment state while the sweep runs, says clearly when Tune's
     storage ran out of space (trials then fail with "No space left on device"), and on a resume lets a
-    trial whose checkpoint is gone start over (`forget_lost_checkpoints`)."""
+    trial whose checkpoint is gone start over (`forget_lost_checkpoints`).
 
-    def __init__(self, directory: Path, config_path: str):
+    copy_every_s: the least time between two copies. Each copy reads and writes every trial's state, so a
+    large sweep passes a period that grows with its trials (`tuning.build_tuner`: as Tune's own saves), which
+    keeps the copies' cost linear in the sweep's size; a full disk then leaves a last good copy up to that
+    old for `--resume`."""
+
+    def __init__(self, directory: Path, config_path: str, copy_every_s: float = COPY_EVERY_S):
         self.directory, self.config_path = directory, config_path
+        self.copy_every_s = max(COPY_EVERY_S, copy_every_s)
         self._copied_at = 0.0
         self._checked = False  # the trials' checkpoints, before the first step starts any trial
         self.full = False
 
     def __getstate__(self) -> dict[str, Any]:  # pickled with the experiment: a resumed sweep starts afresh
-        return {"directory": self.directory, "config_path": self.config_path}
+        return {
+            "directory": self.directory,
+            "config_path": self.config_path,
+            "copy_every_s": self.copy_every_s,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(StateKeeper(state["directory"], state["config_path"]).__dict__)
+        fresh = StateKeeper(state["directory"], state["config_path"], state.get("copy_every_s", COPY_EVERY_S))
+        self.__dict__.update(fresh.__dict__)
 
     def on_step_begin(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         if self._checked:
@@ -206,7 +216,7 @@ class StateKeeper(Callback):
             _log.debug("could not copy Tune's state of %s: %s", self.directory, error)
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
-        if time.monotonic() - self._copied_at >= COPY_EVERY_S:
+        if time.monotonic() - self._copied_at >= self.copy_every_s:
             self._keep()
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

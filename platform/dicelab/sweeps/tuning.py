@@ -128,7 +128,11 @@ def build_tuner(
             # result.json is what the ResultGrid reads; CSV repeats it, and TensorBoard's writer cost the
             # driver a second of CPU per sweep minute. StateKeeper last: it reports a full storage after the
             # other callbacks' last lines.
-            callbacks=[*callbacks, JsonLoggerCallback(), StateKeeper(directory, plan.source)],
+            callbacks=[
+                *callbacks,
+                JsonLoggerCallback(),
+                StateKeeper(directory, plan.source, experiment_save_period_s(plan.num_trials)),
+            ],
             verbose=0,
         ),
     )
