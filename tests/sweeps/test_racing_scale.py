@@ -253,3 +253,27 @@ def test_the_queue_hands_out_in_the_plain_order_and_skips_dropped_and_busy():
     assert race.status[1] == DROPPED  # no usable seed
     assert race.status[0] == ALIVE and race.next_trial("t7") == (0, 3)
     assert race.next_trial("t8") is None  # c still busy with its second seed; b dropped
+
+
+def test_a_late_result_of_a_dropped_configuration_changes_nothing():
+    """b is dropped (c takes the lead) while b's third seed runs; that seed then reports the race's best."""
+    table = {0: [80.0, 83.0, 80.5], 1: [79.45, 80.5, 200.0], 2: [81.5, 82.5]}
+    races = []
+    for kind in (Race, PlainRace):
+        race = kind(RaceSettings(min_seeds=2, max_seeds=4), ["a", "b", "c"])
+        for trial in range(6):
+            race.next_trial(f"t{trial}")
+        for trial in ("t0", "t1", "t3", "t4"):  # a and b have their first two seeds: undecided
+            index, seed = race.trials[trial]
+            race.record(trial, table[index][seed - 1])
+        assert race.status == [ALIVE] * 3
+        assert {race.next_trial("t6"), race.next_trial("t7")} == {(0, 3), (1, 3)}
+        for trial in ("t2", "t5"):  # c's results: c leads, b is decided worse
+            index, seed = race.trials[trial]
+            race.record(trial, table[index][seed - 1])
+        assert race.status == [ALIVE, DROPPED, ALIVE] and race.leader() == 2, kind
+        late = next(trial for trial, where in race.trials.items() if where == (1, 3))
+        race.record(late, 200.0)
+        assert race.leader() == 2
+        races.append(race)
+    assert decisions(races[0]) == decisions(races[1])

@@ -250,6 +250,8 @@ class Race:
         if not self._synced:
             self._sync()
             return
+        if self.status[index] != ALIVE:
+            return  # a dropped configuration's late result: no rival, never the leader
         if self._failed_out(index):
             self._failing.add(index)
         else:
