@@ -228,3 +228,19 @@ def test_dicelab_trial_register_saves_and_registers_the_model(workspace, store, 
 
     assert main(["trial", str(path), "--no-tracking", "--register", "pairs-cli", "--quiet"]) == 2
     assert "--register pairs-cli: no model is saved with --no-tracking" in capsys.readouterr().err
+
+
+def test_the_pyfunc_class_imports_without_mlflows_type_hint_warning():
+    """MLflow checks a PythonModel's predict hints when the class is defined and warns once per process
+    (inside its own warning filters, so only the hint itself can avoid it): a sweep's console stays clean."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", "import dicelab.models.pyfunc"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "type hint" not in done.stderr.lower(), done.stderr

@@ -24,8 +24,11 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
 
         self.saved = load_bundle(Path(context.artifacts[BUNDLE_ARTIFACT]))
 
-    # No type hints on predict's arguments: MLflow would read them as an input schema to enforce.
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+    # A DataFrame hint is the one MLflow neither enforces as an input schema (the task's columns vary) nor
+    # warns about on every import, as it does for a predict without hints; lists of records work too.
+    def predict(
+        self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         batch_size = (params or {}).get("batch_size")
         return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
