@@ -391,6 +391,15 @@ def mlflow_server_command(store: Path, port: int) -> list[str]:
     ]
 
 
+def mlflow_healthy(uri: str) -> bool:
+    """Whether the MLflow server at `uri` answers /health."""
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def mlflow_command() -> Callable[[Path, int], list[str]]:
     """mlflow_server_command, for test modules that start a server of their own."""
@@ -404,16 +413,8 @@ def mlflow_server(session_dir: Path, ray_env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     server = start("mlflow-server", mlflow_server_command(store, port), ray_env, session_dir)
     uri = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
     try:
-        wait_until(healthy, 120, "the MLflow server", server)
+        wait_until(lambda: mlflow_healthy(uri), 120, "the MLflow server", server)
         yield uri
     finally:
         server.stop()
@@ -483,6 +484,7 @@ class SweepTools:
 
     wait_until = staticmethod(wait_until)
     free_port = staticmethod(free_port)
+    mlflow_healthy = staticmethod(mlflow_healthy)
     state_list = staticmethod(state_list)
 
     @staticmethod

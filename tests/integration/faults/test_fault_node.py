@@ -20,7 +20,6 @@ workers Ray started for it), never by name.
 from __future__ import annotations
 
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -48,14 +47,6 @@ def _running(pid: int) -> bool:
 
 def _mlflow_server(tools, command, store: Path, port: int):
     return tools.start_process("mlflow-server", command(store, port), store)
-
-
-def _healthy(uri: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
@@ -104,7 +95,7 @@ def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
     server = _mlflow_server(sweep_tools, mlflow_command, store, port)
     driver = None
     try:
-        sweep_tools.wait_until(lambda: _healthy(uri), 120, "the MLflow server", server)
+        sweep_tools.wait_until(lambda: sweep_tools.mlflow_healthy(uri), 120, "the MLflow server", server)
         args = ["sweep", str(config), "--address", cluster.address, "--tracking-uri", uri]
         driver = sweep_tools.start(args, tmp_path)
 
@@ -114,7 +105,9 @@ def test_mlflow_server_restarted_then_worker_node_killed_mid_sweep(
         stopped_at = time.time()
         time.sleep(OUTAGE_S)
         server = _mlflow_server(sweep_tools, mlflow_command, store, port)
-        sweep_tools.wait_until(lambda: _healthy(uri), 120, "the restarted MLflow server", server)
+        sweep_tools.wait_until(
+            lambda: sweep_tools.mlflow_healthy(uri), 120, "the restarted MLflow server", server
+        )
         restarted_at = time.time()
 
         # 2. the worker node killed
