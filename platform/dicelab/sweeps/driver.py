@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
-from dicelab.errors import ConfigError
+from dicelab.errors import ConfigError, DicelabError, first_line
 from dicelab.sweeps import local_ray, ray_adapter, trial_env, warm_workers
 from dicelab.sweeps.space import SweepPlan, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
@@ -148,6 +148,12 @@ def preflight(address: str | None) -> None:
 LOCAL_RAY_STARTS = 2
 
 
+class LocalRayError(DicelabError):
+    """A private local Ray did not start in time, twice: the machine is too busy for Ray's fixed waits."""
+
+    exit_code = 1  # not the input's fault: the same command can succeed on a quieter machine
+
+
 def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> None:
     import ray
 
@@ -156,9 +162,15 @@ def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> None:
             ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
             return
         except Exception as error:
-            if "timed out during startup" not in str(error) or attempt == LOCAL_RAY_STARTS:
+            if "timed out during startup" not in str(error):
                 raise
             ray.shutdown()  # the half-started node's processes go before the next start
+            if attempt == LOCAL_RAY_STARTS:
+                raise LocalRayError(
+                    f"local Ray did not start ({LOCAL_RAY_STARTS} tries): {first_line(error)} "
+                    "- run it again on a less busy machine, or start Ray first (`ray start --head`) and "
+                    "pass --address auto"
+                ) from None
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:

@@ -1,0 +1,52 @@
+"""The driver's start of a private local Ray: a start that times out (a machine too busy for Ray's fixed
+waits) is tried once more, and a second time-out is one line, not Ray's traceback. Ray's own start is
+replaced by one that fails as Ray does: making a real node miss its waits would mean loading the machine."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from dicelab.sweeps import driver
+
+TIMED_OUT = "The current node timed out during startup. This could happen because some of the raylet failed."
+
+
+@pytest.fixture
+def starts(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    return calls
+
+
+def _failing(calls: list[str], errors: list[Exception]):
+    def init(**_: object) -> None:
+        calls.append("init")
+        if errors:
+            raise errors.pop(0)
+
+    return init
+
+
+def test_a_start_that_times_out_is_tried_once_more(monkeypatch, starts):
+    monkeypatch.setattr(ray, "init", _failing(starts, [RuntimeError(TIMED_OUT)]))
+    driver._start_local_ray({}, {})
+    assert starts == ["init", "shutdown", "init"]
+
+
+def test_two_time_outs_are_one_line_exit_1(monkeypatch, starts):
+    monkeypatch.setattr(ray, "init", _failing(starts, [RuntimeError(TIMED_OUT), RuntimeError(TIMED_OUT)]))
+    with pytest.raises(driver.LocalRayError) as raised:
+        driver._start_local_ray({}, {})
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1 and "local Ray did not start (2 tries)" in message
+    assert "--address auto" in message and raised.value.exit_code == 1
+    assert raised.value.__suppress_context__  # the CLI prints the line, not Ray's traceback
+    assert starts == ["init", "shutdown", "init", "shutdown"]
+
+
+def test_any_other_start_error_is_raised_as_it_is(monkeypatch, starts):
+    monkeypatch.setattr(ray, "init", _failing(starts, [ValueError("bad _system_config key")]))
+    with pytest.raises(ValueError, match="bad _system_config"):
+        driver._start_local_ray({}, {})
+    assert starts == ["init"]
