@@ -57,8 +57,8 @@ def test_unreadable_config_exit_code_2(tmp_path: Path) -> None:
     assert "missing.yaml" in result.stderr and "cannot read" in result.stderr
 
 
-# `dicelab X --help` and a config error must not wait for the heavy frameworks (5-8 s before the fix).
-HEAVY = ("torch", "ray", "transformers")
+# `dicelab X --help` and a config error must not wait for the heavy frameworks (MLflow alone costs seconds).
+HEAVY = ("torch", "ray", "transformers", "mlflow")
 PROBE = f"""
 import json, sys
 from dicelab.cli import main

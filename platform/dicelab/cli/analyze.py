@@ -6,7 +6,6 @@ import argparse
 
 from rich.console import Console
 
-from dicelab.analysis.analyze import analyze_experiment
 from dicelab.tracking.store import redact
 
 
@@ -76,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: MLflow, pandas and scipy cost seconds that `dicelab analyze --help` need not wait for
+    from dicelab.analysis.analyze import analyze_experiment
+
     runs, report = analyze_experiment(
         args.experiment,
         args.tracking_uri,

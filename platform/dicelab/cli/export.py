@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from dicelab.analysis.export import find_winner, winner_config
 from dicelab.files import write_atomically
 
 
@@ -31,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dicelab.analysis.export import find_winner, winner_config  # MLflow: seconds `--help` need not wait
+
     winner = find_winner(args.experiment, args.tracking_uri, sweep_id=args.sweep_id)
     text = winner_config(winner)
     if args.out == "-":
