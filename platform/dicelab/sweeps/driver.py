@@ -489,7 +489,7 @@ def _fit(
         metric=metric,
         cpus_per_trial=plan.search.resources.cpu,
     )
-    ray_adapter.quiet_tune_driver()  # the sweep's own view, the state saved every second, JSON logs only
+    ray_adapter.quiet_tune_driver()  # the sweep's own view, Tune's state saves, JSON logs only
     warm_workers.bare_trial_actors()
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
