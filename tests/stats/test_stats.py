@@ -209,15 +209,21 @@ def test_equivalence_within_margin():
 def test_holm_leaves_the_processs_own_heap_freeze_as_it_was():
     import gc
 
+    def kept(before: int) -> bool:
+        """A caller's freeze kept, none added: frozen objects that die leave the count (so it may fall a
+        little), a freeze of holm's own would add the whole heap and an unfreeze would empty it."""
+        after = gc.get_freeze_count()
+        return after == 0 if before == 0 else 0 < after <= before
+
     assert holm([0.01, 0.04]) == pytest.approx([0.02, 0.04])
-    frozen_before = gc.get_freeze_count()
+    frozen_before = gc.get_freeze_count()  # the test suite freezes its heap after collection
     holm([0.01, 0.04])
-    assert gc.get_freeze_count() == frozen_before  # its own freeze undone, a caller's kept
+    assert kept(frozen_before)  # its own freeze undone, a caller's kept
     gc.freeze()
     try:
-        kept = gc.get_freeze_count()
+        frozen = gc.get_freeze_count()
         holm([0.01, 0.04])
-        assert gc.get_freeze_count() == kept
+        assert kept(frozen)
     finally:
         if frozen_before == 0:
             gc.unfreeze()
