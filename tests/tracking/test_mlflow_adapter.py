@@ -180,3 +180,15 @@ def test_the_boundary_check_sees_an_internal_import(tmp_path):
     )
     found = _internal_imports(sample, tmp_path)
     assert [line.split()[0] for line in found] == ["sample.py:4", "sample.py:4", "sample.py:5", "sample.py:5"]
+
+
+def test_create_sqlite_schema_makes_mlflows_tables_at_head_and_no_rows(tmp_path):
+    import sqlite3
+
+    uri = f"sqlite:///{tmp_path / 'schema.db'}"
+    mlflow_adapter.create_sqlite_schema(uri)
+    with sqlite3.connect(tmp_path / "schema.db") as connection:
+        assert connection.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+        (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert revision, "create_sqlite_schema: MLflow's migrations did not run"
+    assert MlflowClient(uri).get_experiment("0").name == "Default"  # MLflow opens it as one of its own
