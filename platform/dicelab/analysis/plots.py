@@ -12,12 +12,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
-from matplotlib.image import imsave
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 
 from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
+from dicelab.figure_files import write_png
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
 # A fixed layout's margins, in inches (see _fixed_layout): the y tick and axis labels (three lines of 9 pt
@@ -32,16 +32,8 @@ _PREFERRED_ORDERS = {LOSS: LOSS_ORDER, VARIANT: VARIANT_ORDER}
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
-    """Write `figure` as a PNG of WIDTH x HEIGHT inches at DPI, in one draw.
-
-    `savefig` draws a figure with a layout engine twice: once without output to place the axes, then for
-    real. Agg's own draw places them and renders in one pass; its pixels are written as they are."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.set_dpi(DPI)
-    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
-    canvas.draw()
-    imsave(path, np.asarray(canvas.buffer_rgba()), format="png", dpi=DPI)
-    return path
+    """Write `figure` as a PNG of WIDTH x HEIGHT inches at DPI, in one draw (`figure_files.write_png`)."""
+    return write_png(figure, path, DPI)
 
 
 def _fixed_layout(figure: Figure, panels: Sequence[Axes], legend: Legend, title_lines: int) -> None:
