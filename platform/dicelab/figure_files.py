@@ -2,9 +2,9 @@
 
 Drawing is about half of a report's CPU time (12 figures at 1,000 trials: ~4.5 of ~9.5 CPU-seconds). A
 `FigureWriter` hands each figure, pickled, to one process of its own that draws and writes it, while this
-process goes on computing the next sections; `wait()` returns once every file is written. On one core, in a
-process that may not start children, or when the drawing process cannot start or dies, figures are drawn
-here instead: the same function either way, so the pixels are the same.
+process goes on computing the next sections; `wait()` returns once every file is written. On one core, or
+when the drawing process cannot start or dies, figures are drawn here instead: the same function either
+way, so the pixels are the same.
 
 This module imports only matplotlib and numpy (on first use): the drawing process starts from it alone,
 without the analysis's MLflow, pandas or scipy.
@@ -13,6 +13,7 @@ without the analysis's MLflow, pandas or scipy.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import pickle
@@ -97,7 +98,9 @@ class Drawer:
 
     def stop(self) -> None:
         if self.process.stdin is not None:
-            self.process.stdin.close()  # the drawing process ends at the end of its input
+            # the drawing process ends at the end of its input; a dead one's pipe may refuse what is left
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
