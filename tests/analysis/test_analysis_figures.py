@@ -133,3 +133,10 @@ def test_sensitivity_points_carry_their_paired_difference_to_the_baseline(runs):
     lower = axes.figure.axes[1]
     (paired,) = [line for line in lower.lines if line.get_gid() == "paired"]
     assert paired.get_ydata().tolist() == pytest.approx(rows.sort_values("x")["delta"].tolist())
+
+
+def test_training_curves_tick_whole_optimizer_steps():
+    curves = pd.DataFrame({"config": ["a"] * 3, "step": [1, 2, 3], "mean": [0.5, 0.6, 0.7], "n": [2] * 3})
+    figure = plots.training_curves_figure(curves, y_label="dev F1 (%)", title="ce: dev F1")
+    ticks = figure.axes[0].get_xticks()
+    assert len(ticks) >= 2 and all(float(tick).is_integer() for tick in ticks), ticks

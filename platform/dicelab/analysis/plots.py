@@ -14,6 +14,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
@@ -231,6 +232,7 @@ def training_curves_figure(curves: pd.DataFrame, *, y_label: str, title: str) ->
         label = f"{config} ({seeds} seed{'s' if seeds != 1 else ''})"
         axes.plot(rows["step"], rows["mean"], marker=".", color=_COLORS[index % len(_COLORS)], label=label)
     axes.set_xlabel("optimizer step")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 1.25
     axes.set_ylabel(y_label)
     axes.set_title(title, loc="left", fontsize=11)
     axes.grid(alpha=0.3)
