@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,28 @@ def test_a_config_error_comes_before_any_heavy_framework(command: tuple[str, ...
     assert seen["code"] == 2, seen
     assert "'train.lr' is not allowed" in seen["stderr"] and len(seen["stderr"].strip().splitlines()) == 1
     assert seen["heavy"] == [], seen
+
+
+def test_usr2_prints_every_threads_stack_and_the_command_goes_on() -> None:
+    """What a user (or a test that timed out) does to a driver that seems stuck: `kill -USR2 PID`."""
+    code = (
+        "import threading, time\n"
+        "from dicelab.cli import dispatch\n"
+        "dispatch.enable_stack_dumps()\n"
+        "threading.Thread(target=time.sleep, args=(60,), name='beside', daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGUSR2)
+        time.sleep(1)
+        assert process.poll() is None  # the dump does not end it
+    finally:
+        process.kill()
+        _, stderr = process.communicate()
+    assert stderr.count("(most recent call first)") == 2, stderr  # both threads
+    assert 'File "<string>", line 6' in stderr, stderr  # where the main thread waits

@@ -56,6 +56,11 @@ class Process:
     popen: subprocess.Popen
     log: Path
 
+    def dump_stacks(self) -> None:
+        """Where a dicelab command that seems stuck waits: every thread's stack into its log (SIGUSR2,
+        `dicelab.cli.dispatch.enable_stack_dumps`; other programs would die of that signal)."""
+        dump_stacks(self.popen, self.name)
+
     def kill(self) -> None:
         """SIGKILL the process group at once (a crash, not a shutdown)."""
         try:
@@ -79,6 +84,15 @@ class Process:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+
+def dump_stacks(popen: subprocess.Popen, name: str) -> None:
+    """SIGUSR2 to a running dicelab command (it prints every thread's stack to its stderr), and a moment
+    for it to do so: called before a command that timed out is killed."""
+    if name.startswith("dicelab") and popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(popen.pid, signal.SIGUSR2)
+        time.sleep(2)
 
 
 def start(name: str, args: list[str], env: dict[str, str], directory: Path) -> Process:
@@ -110,7 +124,10 @@ def wait_until(
         if value:
             return value
         time.sleep(every_s)
-    tail = process.log.read_text()[-3000:] if process is not None else ""
+    tail = ""
+    if process is not None:
+        process.dump_stacks()
+        tail = process.log.read_text()[-12000:]
     raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{tail}")
 
 
@@ -467,6 +484,7 @@ class SweepTools:
         try:
             stdout, stderr = popen.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            dump_stacks(popen, Path(args[0]).name)
             os.killpg(popen.pid, signal.SIGKILL)
             stdout, stderr = popen.communicate()
             raise AssertionError(

@@ -10,7 +10,9 @@ its command runs, so `dicelab --help` stays fast and a broken optional dependenc
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
+import signal
 import sys
 
 import dicelab
@@ -48,9 +50,17 @@ def _wants(name: str) -> bool:
     return name in sys.argv[1:2]
 
 
+def enable_stack_dumps() -> None:
+    """`kill -USR2 PID` prints the stack of every thread of a running command to its stderr, and the
+    command goes on: where a driver that seems stuck is waiting. (Tune takes SIGUSR1 to stop a sweep.)"""
+    if hasattr(signal, "SIGUSR2"):
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
+    enable_stack_dumps()
     parser = build_parser()
     args = parser.parse_args()
     try:
