@@ -6,7 +6,10 @@ and the bundle under artifacts/bundle), so `dicelab predict` and `mlflow.pyfunc.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,25 @@ STEP_TAG = "dicelab.step"
 # Tags on the trial's run: the model logged on it, or why saving it failed
 MODEL_TAG = "dicelab.model"
 MODEL_ERROR_TAG = "dicelab.model_error"
+
+
+class _NoSignatureNotice(logging.Filter):
+    """Drops MLflow's "Failed to infer model signature" warning: the model has no signature on purpose
+    (the input columns a task accepts vary: optional second text, optional gold; see models/pyfunc.py), and
+    the sweep's console is no place for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to infer model signature")
+
+
+@contextlib.contextmanager
+def _without_signature_notice() -> Iterator[None]:
+    logger, notice = logging.getLogger("mlflow.pyfunc"), _NoSignatureNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 @dataclass
@@ -69,7 +91,11 @@ def save_model_dir(
         step=step,
         backbone=config.model.backbone,
     )
-    with tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging, quiet_transfers():
+    with (
+        tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging,
+        quiet_transfers(),
+        _without_signature_notice(),
+    ):
         # MLflow copies each artifact into the model directory (as artifacts/<its name>): it gets an empty
         # one, and the bundle is written in place afterwards (no second copy of the weights).
         placeholder = Path(staging) / BUNDLE_ARTIFACT
