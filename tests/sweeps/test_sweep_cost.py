@@ -16,6 +16,7 @@ from dicelab.sweeps.parent_run import (
     COST_GPU_HOURS,
     COST_TRIALS,
     close_parent_run,
+    model_line,
     print_closing,
 )
 from dicelab.sweeps.state import SweepState
@@ -75,7 +76,15 @@ def test_the_parent_run_sums_the_trials_cost_in_hours(client):
 
     console = Console(file=io.StringIO(), width=200)
     print_closing(console, state, runs, {names.COMPLETED: 4, names.FAILED: 1}, "f1", client.tracking_uri)
-    assert "cost:   1 CPU-hours, 0.5 GPU-hours (4 trials)" in console.file.getvalue()
+    closing = console.file.getvalue()
+    assert "cost:   1 CPU-hours, 0.5 GPU-hours (4 trials)" in closing
+    assert "best:   ce seed=4 · best_dev_f1 0.5400 · run " in closing and "(the best single trial)" in closing
+
+    # the saved model names its trial: the winner (best mean over seeds) need not be the best single trial
+    winner = next(run for run in runs if run.info.run_name.startswith("ce seed=1"))
+    line = model_line(runs, winner.info.run_id, "models:/m-1", 2.34)
+    assert line == "model:  ce seed=1 (the winner) · models:/m-1 (saved in 2.3 s)"
+    assert model_line(runs, "gone", "models:/m-1", 2.0) == "model:  models:/m-1 (saved in 2.0 s)"
 
 
 def test_cpu_trials_cost_cpu_hours_and_no_gpu_hours(client):

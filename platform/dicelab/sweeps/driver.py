@@ -366,6 +366,7 @@ def _close(
         close_parent_run,
         end_running_trials,
         label_trial_runs,
+        model_line,
         print_closing,
     )
     from dicelab.sweeps.race_records import log_race, read_race
@@ -415,7 +416,7 @@ def _close(
     if decided is not None:
         console.print(f"race:   {decided}", highlight=False, soft_wrap=True)
     if outcome.winner_model_uri is not None:
-        saved = f"model:  {outcome.winner_model_uri} (saved in {outcome.model_seconds:.1f} s)"
+        saved = model_line(runs, outcome.winner_run_id, outcome.winner_model_uri, outcome.model_seconds)
         console.print(saved, highlight=False, soft_wrap=True)
     for warning in outcome.warnings:
         console.print(f"warning: {warning}", highlight=False, soft_wrap=True)

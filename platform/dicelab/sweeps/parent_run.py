@@ -152,7 +152,8 @@ def print_closing(
     if best is not None:
         key = names.best_metric(metric)
         label = (best.info.run_name or "").split(lifecycle.RESULT_SEPARATOR)[0]
-        lines.append(f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}")
+        best_line = f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}"
+        lines.append(best_line + " (the best single trial)")
     cost = cost_totals(runs)
     if cost:
         lines.append(
@@ -165,6 +166,15 @@ def print_closing(
         lines.append(f"UI:     dicelab ui --experiment {state.name}  (its trials, best {metric} first)")
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
+
+
+def model_line(runs: list[Run], winner_run_id: str | None, uri: str, seconds: float) -> str:
+    """The closing line of the winner's saved model, naming its trial: the winner is the best seed of the
+    configuration with the best mean over seeds, often not the `best:` line's single best trial."""
+    winner = next((run for run in runs if run.info.run_id == winner_run_id), None)
+    label = (winner.info.run_name or "").split(lifecycle.RESULT_SEPARATOR)[0] if winner else ""
+    of = f"{label} (the winner) · " if label else ""
+    return f"model:  {of}{uri} (saved in {seconds:.1f} s)"
 
 
 def end_running_trials(client: MlflowClient, state: SweepState, config_path: str, why: str) -> None:
