@@ -225,6 +225,23 @@ def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):
     assert any("seed race sweep-1: separated: dsc after 3 seeds" in line for line in report.decision)
 
 
+def test_a_races_differences_read_in_the_decision_tables_unit(tracking_uri, sweep_log, tmp_path):
+    """The race tests F1 as a fraction (its CSV keeps it so); the report shows points, as the decision."""
+    log = sweep_log("raced-points")
+    sweep_of(log, {"ce": {1: 0.80, 2: 0.81, 3: 0.79}, "dsc": {1: 0.84, 2: 0.85, 3: 0.83}})
+    log.client.set_tag(log.parent_id, names.RACE_DECISION, "separated: dsc after 3 seeds")
+    eliminations = (
+        "trials_finished,configuration,leader,n,difference,low,high,p_holm\n"
+        "6,ce,dsc,3,-0.04,-0.0523,-0.0277,0.009097\n"
+    )
+    log.client.log_text(log.parent_id, eliminations, "race/eliminations.csv")
+    report = build_report(load_runs("raced-points", tracking_uri), tmp_path / "r", log_to_mlflow=False)
+    markdown = report.markdown.read_text(encoding="utf-8")
+    assert "| 6 | ce | dsc | 3 | -4.00 | -5.23 | -2.77 | 0.009097 |" in markdown, markdown
+    assert "its differences ×100 here, in the decision table's unit" in markdown
+    assert "| baseline | `dsc` − `ce` | +4.00 |" in markdown  # the same unit as the decision's table
+
+
 def test_undecided_comparisons_beyond_the_limit_are_counted_not_listed(runs):
     decided = decisions(runs)
     arena = decided.arenas.iloc[0]

@@ -34,6 +34,9 @@ ELIMINATION_COLUMNS = (
 )
 
 
+RACE_DIFFERENCES = ("difference", "low", "high")  # in the metric's raw unit in the CSV
+
+
 @dataclass(frozen=True)
 class _Oriented:
     """A comparison seen from one side: `ahead` is the configuration whose difference is reported."""
@@ -74,8 +77,17 @@ def decision_blocks(
     if decisions.notes:
         blocks.append(Bullets(decisions.notes))
     for race in races:
-        blocks += _race_blocks(race)
+        blocks += _race_blocks(race, _scale_of(trials, race.experiment))
     return blocks
+
+
+def _scale_of(trials: pd.DataFrame | None, experiment: str) -> float:
+    """What the race's differences (in the metric's raw unit: F1 0.0092) are multiplied by to read in the
+    report's unit (0.92 points): the experiment's one scale, 1 when it has none or several metrics."""
+    if trials is None or "scale" not in trials or "experiment" not in trials:
+        return 1.0
+    scales = trials.loc[trials["experiment"] == experiment, "scale"].unique()
+    return float(scales[0]) if len(scales) == 1 else 1.0
 
 
 def decision_lines(
@@ -305,19 +317,30 @@ def _table(rows: pd.DataFrame, options: AnalysisOptions) -> Table:
     )
 
 
-def _race_blocks(race: RaceRecord) -> list[Block]:
+def _race_blocks(race: RaceRecord, scale: float = 1.0) -> list[Block]:
     blocks: list[Block] = [
         Heading(f"Seed race `{race.sweep_id}`", 3),
         Text(f"The race's decision (parent run `{race.parent_run_id}`): {race.decision}"),
     ]
     if race.eliminations is not None and len(race.eliminations):
         shown = [c for c in ELIMINATION_COLUMNS if c in race.eliminations]
-        frame = race.eliminations[shown] if shown else race.eliminations
+        frame = (race.eliminations[shown] if shown else race.eliminations).copy()
+        differences = [c for c in RACE_DIFFERENCES if c in frame] if scale != 1.0 else []
+        caption = "eliminations, in order (race/eliminations.csv on the parent run"
+        if differences:  # in the decision table's unit, rounded as it rounds them
+            frame[differences] = frame[differences].astype(float) * scale
+            caption += f"; its differences ×{scale:g} here, in the decision table's unit"
         blocks.append(
             Table(
                 [str(c) for c in frame.columns],
-                [[_cell(v) for v in row] for row in frame.itertuples(index=False)],
-                caption="eliminations, in order (race/eliminations.csv on the parent run)",
+                [
+                    [
+                        _signed(v) if column in differences else _cell(v)
+                        for column, v in zip(frame, row, strict=True)
+                    ]
+                    for row in frame.itertuples(index=False)
+                ],
+                caption=caption + ")",
             )
         )
     elif race.eliminations is not None:
@@ -333,6 +356,12 @@ def _sample(row: pd.Series) -> str:
 
 def _p(value: float) -> str:
     return "—" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def _signed(value: object) -> str:
+    """A difference or its bound as the decision table writes it: +0.85."""
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:+.2f}" if math.isfinite(number) else ""
 
 
 def _cell(value: object) -> str:
