@@ -15,6 +15,7 @@ from dicelab.sweeps.parent_run import (
     COST_CPU_HOURS,
     COST_GPU_HOURS,
     COST_TRIALS,
+    best_run,
     close_parent_run,
     model_line,
     print_closing,
@@ -78,7 +79,9 @@ def test_the_parent_run_sums_the_trials_cost_in_hours(client):
     print_closing(console, state, runs, {names.COMPLETED: 4, names.FAILED: 1}, "f1", client.tracking_uri)
     closing = console.file.getvalue()
     assert "cost:   1 CPU-hours, 0.5 GPU-hours (4 trials)" in closing
-    assert "best:   ce seed=4 · best_dev_f1 0.5400 · run " in closing and "(the best single trial)" in closing
+    # the crashed trial (seed 4) logged the highest best_dev_f1 before it failed: not a result
+    assert "best:   ce seed=3 · best_dev_f1 0.5300 · run " in closing and "(the best single trial)" in closing
+    assert parent[names.best_metric("f1")] == pytest.approx(0.53)
 
     # the saved model names its trial: the winner (best mean over seeds) need not be the best single trial
     winner = next(run for run in runs if run.info.run_name.startswith("ce seed=1"))
@@ -101,3 +104,13 @@ def test_trials_without_cost_leave_the_parent_without_cost_metrics(client):
     close_parent_run(client, state, runs, "f1", interrupted=False)
     parent = client.get_run(state.parent_run_id).data.metrics
     assert not {COST_CPU_HOURS, COST_GPU_HOURS, COST_TRIALS} & set(parent)
+
+
+def test_the_best_trial_is_a_usable_one(client):
+    """A degenerate trial (one class predicted) is not the sweep's best, whatever its F1, as in analysis."""
+    state, runs = _sweep(client, "degenerate-best", [_cost(60.0, 60.0, 0.0)] * 3)
+    top = max(runs, key=lambda run: run.data.metrics[names.best_metric("f1")])
+    client.set_tag(top.info.run_id, names.DEGENERATE, "predicts a single class (1) at its best evaluation")
+    runs = records.trial_runs(client, state.experiment_id, "s1")
+    assert best_run(runs, "f1").info.run_id != top.info.run_id
+    assert best_run([run for run in runs if run.info.run_id == top.info.run_id], "f1") is None

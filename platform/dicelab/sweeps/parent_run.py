@@ -127,9 +127,18 @@ def cost_totals(runs: list[Run]) -> dict[str, float]:
 
 
 def best_run(runs: list[Run], metric: str) -> Run | None:
-    """The run with the highest best_dev_<metric> (every dev metric is a score: higher is better)."""
+    """The usable run with the highest best_dev_<metric> (every dev metric is a score: higher is better).
+    Usable as the analysis counts trials: completed or early-stopped, and not degenerate; a trial that
+    failed or was interrupted after some evaluations has a best_dev_<metric> too, and is not a result."""
     key = names.best_metric(metric)
-    scored = [run for run in runs if key in run.data.metrics]
+    usable = (names.COMPLETED, names.EARLY_STOPPED)
+    scored = [
+        run
+        for run in runs
+        if key in run.data.metrics
+        and records.outcome_of(run) in usable
+        and names.DEGENERATE not in run.data.tags
+    ]
     if not scored:
         return None
     return max(scored, key=lambda run: run.data.metrics[key])
