@@ -73,6 +73,14 @@ def test_undecided_configurations_get_more_seeds_up_to_max_then_the_budget_ends_
     assert "budget spent" in race.decision["summary"]
 
 
+def test_a_race_without_a_usable_seed_says_so_and_names_no_leader():
+    race = Race(settings(), ["a", "b"])
+    run_race(race, lambda i, s: math.nan)  # every trial failed or was degenerate
+    assert race.decision is not None and race.decision["winner"] is None
+    assert race.decision["summary"].startswith("budget spent: no configuration has a usable seed")
+    assert "None" not in race.decision["summary"]
+
+
 def test_separated_winner_ends_the_race_early():
     race = Race(settings(), ["a", "b", "c"])
     offsets = {seed: float(seed % 3) for seed in range(1, 9)}

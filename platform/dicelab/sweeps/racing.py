@@ -402,6 +402,8 @@ class Race:
                 f"{len(alive)} configurations remain, all within ±{self.settings.margin:g} of {winner} "
                 "(equivalent)"
             )
+        elif leader is None:  # every seed of every configuration still in the race failed or was degenerate
+            summary = "budget spent: no configuration has a usable seed (every one failed or was degenerate)"
         else:
             undecided = [self.labels[i] for i in alive if i != leader]
             summary = (
