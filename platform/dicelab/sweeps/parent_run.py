@@ -21,6 +21,7 @@ from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.sweeps import records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan
 from dicelab.sweeps.state import SweepState
+from dicelab.sweeps.winner import value_of
 from dicelab.tracking import conventions as names
 from dicelab.tracking import ensure_experiment, lifecycle, links
 
@@ -128,20 +129,10 @@ def cost_totals(runs: list[Run]) -> dict[str, float]:
 
 def best_run(runs: list[Run], metric: str) -> Run | None:
     """The usable run with the highest best_dev_<metric> (every dev metric is a score: higher is better).
-    Usable as the analysis counts trials: completed or early-stopped, and not degenerate; a trial that
-    failed or was interrupted after some evaluations has a best_dev_<metric> too, and is not a result."""
-    key = names.best_metric(metric)
-    usable = (names.COMPLETED, names.EARLY_STOPPED)
-    scored = [
-        run
-        for run in runs
-        if key in run.data.metrics
-        and records.outcome_of(run) in usable
-        and names.DEGENERATE not in run.data.tags
-    ]
-    if not scored:
-        return None
-    return max(scored, key=lambda run: run.data.metrics[key])
+    Usable as the winner and the analysis count trials (`winner.value_of`); a trial that failed or was
+    interrupted after some evaluations has a best_dev_<metric> too, and is not a result."""
+    scored = [(value, run) for run in runs if (value := value_of(run, metric)) is not None]
+    return max(scored, key=lambda pair: pair[0])[1] if scored else None
 
 
 def label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:
@@ -160,9 +151,8 @@ def print_closing(
     best = best_run(runs, metric)
     if best is not None:
         key = names.best_metric(metric)
-        label = (best.info.run_name or "").split(lifecycle.RESULT_SEPARATOR)[0]
-        best_line = f"best:   {label} · {key} {best.data.metrics[key]:.4f} · run {best.info.run_id}"
-        lines.append(best_line + " (the best single trial)")
+        name, value = lifecycle.base_name(best), best.data.metrics[key]
+        lines.append(f"best:   {name} · {key} {value:.4f} · run {best.info.run_id} (the best single trial)")
     cost = cost_totals(runs)
     if cost:
         lines.append(
@@ -181,7 +171,7 @@ def model_line(runs: list[Run], winner_run_id: str | None, uri: str, seconds: fl
     """The closing line of the winner's saved model, naming its trial: the winner is the best seed of the
     configuration with the best mean over seeds, often not the `best:` line's single best trial."""
     winner = next((run for run in runs if run.info.run_id == winner_run_id), None)
-    label = (winner.info.run_name or "").split(lifecycle.RESULT_SEPARATOR)[0] if winner else ""
+    label = lifecycle.base_name(winner) if winner else ""
     of = f"{label} (the winner) · " if label else ""
     return f"model:  {of}{uri} (saved in {seconds:.1f} s)"
 

@@ -239,11 +239,16 @@ def result_label(run: Run, metric: str) -> str:
     return record.suffix or state.value.replace("_", " ")
 
 
+def base_name(run: Run) -> str:
+    """The run's name without the result `label` gave it: "dsc alpha=0.5 seed=1" ("" for no name)."""
+    return (run.info.run_name or "").split(RESULT_SEPARATOR)[0]
+
+
 def label(client: MlflowClient, run: Run, metric: str) -> None:
     """Give the run's name its result (idempotent: an earlier label is replaced)."""
     from dicelab.tracking.mlflow_adapter import RUN_NAME_TAG
 
-    base = (run.info.run_name or "trial").split(RESULT_SEPARATOR)[0]
+    base = base_name(run) or "trial"
     name = f"{base}{RESULT_SEPARATOR}{result_label(run, metric)}"
     if name != run.info.run_name:
         client.set_tag(run.info.run_id, RUN_NAME_TAG, name)
