@@ -11,9 +11,12 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from dicelab.config import flatten_config
 from dicelab.experiment import load_experiment
 from dicelab.sweeps import records
+from dicelab.sweeps.parent_run import start_or_resume
 from dicelab.sweeps.space import plan_sweep
+from dicelab.sweeps.state import SweepState
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import Event, TrialRun
 from dicelab.tracking.store import check_tracking, ensure_experiment
@@ -89,3 +92,56 @@ def test_quickstart_is_a_seed_race_of_three_losses():
     assert all("train.seed" not in p for p in points)  # the race gives the seeds
     assert [p["loss.level"] for p in points if p["loss.name"] == "dice"] == ["batch"]
     assert config.data.source == "synthetic_pairs" and config.model.backbone == "tiny-bert"
+
+
+def test_a_resume_deletes_the_trial_runs_whose_config_was_cut_short(client):
+    experiment = ensure_experiment(client, "records")
+    parent = client.create_run(experiment, tags={names.ROLE: names.ROLE_PARENT}).info.run_id
+    params = {f"p{index:03d}": index for index in range(150)}  # two MLflow batches
+    whole = records.create_trial_run(
+        client,
+        experiment,
+        run_name="whole",
+        parent_run_id=parent,
+        tags={names.SWEEP_ID: "s1", names.TRIAL_ID: "t1"},
+        params=params,
+    )
+    # What a driver killed inside create_trial_run leaves: a run with no params, or with its first batch only.
+    cut = []
+    for trial, logged in (("t2", {}), ("t3", dict(list(params.items())[:100]))):
+        run_id = client.create_run(
+            experiment,
+            tags={names.SWEEP_ID: "s1", names.TRIAL_ID: trial, names.ROLE: names.ROLE_TRIAL},
+        ).info.run_id
+        records.log_params(client, run_id, logged)
+        cut.append(run_id)
+
+    deleted = records.discard_cut_short(client, experiment, "s1", last_param="p149")
+
+    assert deleted == 2
+    assert [run.info.run_id for run in records.trial_runs(client, experiment, "s1")] == [whole]
+    assert all(client.get_run(run_id).info.lifecycle_stage == "deleted" for run_id in cut)
+    assert records.find_trial_run(client, experiment, "s1", "t2") is None  # its trial creates the run again
+
+
+def test_resuming_a_sweep_deletes_a_run_left_without_its_config(client, tmp_path):
+    config = load_experiment(ROOT / "experiments" / "quickstart.yaml")
+    plan = plan_sweep(config, "quickstart.yaml")
+    experiment = ensure_experiment(client, "quickstart")
+    parent = client.create_run(experiment, tags={names.ROLE: names.ROLE_PARENT}).info.run_id
+    tags = {names.SWEEP_ID: "s1", names.ROLE: names.ROLE_TRIAL}
+    kept = records.create_trial_run(
+        client,
+        experiment,
+        run_name="kept",
+        parent_run_id=parent,
+        tags={**tags, names.TRIAL_ID: "t1"},
+        params=flatten_config(config),
+    )
+    client.create_run(experiment, tags={**tags, names.TRIAL_ID: "t2"})  # killed before its params
+    state = SweepState("s1", "quickstart", experiment, parent, "sqlite://", "digest", "now")
+
+    start_or_resume(client, config, plan, tmp_path, "", "sqlite://", (state, tmp_path))
+
+    assert [run.info.run_id for run in records.trial_runs(client, experiment, "s1")] == [kept]
+    assert client.get_run(parent).info.status == records.RUNNING

@@ -88,10 +88,30 @@ def create_trial_run(
         run_name=run_name,
         tags={names.ROLE: names.ROLE_TRIAL, PARENT_RUN_ID_TAG: parent_run_id, **tags},
     )
-    items = [Param(key, clip(value, MAX_PARAM_VALUE_LENGTH)) for key, value in params.items()]
-    for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
-        client.log_batch(run.info.run_id, params=items[start : start + 100])
+    log_params(client, run.info.run_id, params)
     return run.info.run_id
+
+
+def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> None:
+    """The params in order, in batches (MLflow accepts at most 100 params per batch)."""
+    items = [Param(key, clip(value, MAX_PARAM_VALUE_LENGTH)) for key, value in params.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(run_id, params=items[start : start + 100])
+
+
+def discard_cut_short(client: MlflowClient, experiment_id: str, sweep_id: str, last_param: str) -> int:
+    """--resume, before any trial starts: delete the sweep's trial runs whose config was not all logged.
+
+    A driver killed between creating a trial's run and logging its config (`create_trial_run`'s batches)
+    leaves a run no trial can take over: its configuration is unknown, and Tune starts that trial again
+    (under a new trial id when Tune had not saved it yet), which creates its run afresh. `last_param`: the
+    last key of the sweep's flattened config (every trial's params end with the same tracking section, and
+    their batches go in order, so a run without it was cut short). Returns how many were deleted."""
+    runs = trial_runs(client, experiment_id, sweep_id)
+    cut_short = [run for run in runs if last_param not in run.data.params]
+    for run in cut_short:
+        client.delete_run(run.info.run_id)
+    return len(cut_short)
 
 
 def mark_interrupted(client: MlflowClient, runs: list[Run], reason: str) -> int:
