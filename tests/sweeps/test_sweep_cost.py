@@ -78,7 +78,7 @@ def test_the_parent_run_sums_the_trials_cost_in_hours(client):
     console = Console(file=io.StringIO(), width=200)
     print_closing(console, state, runs, {names.COMPLETED: 4, names.FAILED: 1}, "f1", client.tracking_uri)
     closing = console.file.getvalue()
-    assert "cost:   1 CPU-hours, 0.5 GPU-hours (4 trials)" in closing
+    assert "cost:   1 CPU-hour, 0.5 GPU-hours (4 trials)" in closing
     # the crashed trial (seed 4) logged the highest best_dev_f1 before it failed: not a result
     assert "best:   ce seed=3 · best_dev_f1 0.5300 · run " in closing and "(the best single trial)" in closing
     assert parent[names.best_metric("f1")] == pytest.approx(0.53)

@@ -147,4 +147,4 @@ def _sum(trials: pd.DataFrame, column: str) -> float:
 
 
 def _hours(hours: float, unit: str) -> str:
-    return f"{hours:.2g} {unit}-hours"
+    return names.resource_hours(hours, unit)

@@ -156,7 +156,8 @@ def print_closing(
     cost = cost_totals(runs)
     if cost:
         lines.append(
-            f"cost:   {cost[COST_CPU_HOURS]:.3g} CPU-hours, {cost[COST_GPU_HOURS]:.3g} GPU-hours "
+            f"cost:   {names.resource_hours(cost[COST_CPU_HOURS], 'CPU', 3)}, "
+            f"{names.resource_hours(cost[COST_GPU_HOURS], 'GPU', 3)} "
             f"({int(cost[COST_TRIALS])} trials)"
         )
     if uri.startswith(("http://", "https://")):

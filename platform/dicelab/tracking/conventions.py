@@ -78,3 +78,9 @@ def dev_metric(name: str) -> str:
 
 def best_metric(name: str) -> str:
     return f"{BEST_PREFIX}{name}"
+
+
+def resource_hours(hours: float, unit: str, digits: int = 2) -> str:
+    """A cost as printed: '0.061 CPU-hours', '1 GPU-hour' (`digits` significant digits)."""
+    number = f"{hours:.{digits}g}"
+    return f"{number} {unit}-hour" if number == "1" else f"{number} {unit}-hours"
