@@ -97,7 +97,8 @@ def test_quickstart_is_a_seed_race_of_three_losses():
 def test_a_resume_deletes_the_trial_runs_whose_config_was_cut_short(client):
     experiment = ensure_experiment(client, "records")
     parent = client.create_run(experiment, tags={names.ROLE: names.ROLE_PARENT}).info.run_id
-    params = {f"p{index:03d}": index for index in range(150)}  # two MLflow batches
+    # two MLflow batches, the second ending on the last section's keys
+    params = {f"{'a' if index < 140 else 'z'}.p{index:03d}": index for index in range(150)}
     whole = records.create_trial_run(
         client,
         experiment,
@@ -116,10 +117,19 @@ def test_a_resume_deletes_the_trial_runs_whose_config_was_cut_short(client):
         records.log_params(client, run_id, logged)
         cut.append(run_id)
 
-    deleted = records.discard_cut_short(client, experiment, "s1", last_param="p149")
+    older = records.create_trial_run(  # a whole run whose last section ends on another key
+        client,
+        experiment,
+        run_name="older",
+        parent_run_id=parent,
+        tags={names.SWEEP_ID: "s1", names.TRIAL_ID: "t4"},
+        params={key: value for key, value in params.items() if key != "z.p149"},
+    )
+
+    deleted = records.discard_cut_short(client, experiment, "s1", last_section="z")
 
     assert deleted == 2
-    assert [run.info.run_id for run in records.trial_runs(client, experiment, "s1")] == [whole]
+    assert {run.info.run_id for run in records.trial_runs(client, experiment, "s1")} == {whole, older}
     assert all(client.get_run(run_id).info.lifecycle_stage == "deleted" for run_id in cut)
     assert records.find_trial_run(client, experiment, "s1", "t2") is None  # its trial creates the run again
 

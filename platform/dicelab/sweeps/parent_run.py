@@ -196,8 +196,8 @@ def start_or_resume(
     if resumed is not None:
         state, directory = resumed
         client.update_run(state.parent_run_id, status=records.RUNNING)
-        last_param = next(reversed(flatten_config(config)))
-        records.discard_cut_short(client, state.experiment_id, state.sweep_id, last_param)
+        last_section = next(reversed(flatten_config(config))).split(".")[0]
+        records.discard_cut_short(client, state.experiment_id, state.sweep_id, last_section)
         return state, directory
     experiment_id = ensure_experiment(client, config.name)
     sweep_id = SweepState.new_id()

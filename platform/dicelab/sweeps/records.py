@@ -99,16 +99,19 @@ def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> Non
         client.log_batch(run_id, params=items[start : start + 100])
 
 
-def discard_cut_short(client: MlflowClient, experiment_id: str, sweep_id: str, last_param: str) -> int:
+def discard_cut_short(client: MlflowClient, experiment_id: str, sweep_id: str, last_section: str) -> int:
     """--resume, before any trial starts: delete the sweep's trial runs whose config was not all logged.
 
     A driver killed between creating a trial's run and logging its config (`create_trial_run`'s batches)
     leaves a run no trial can take over: its configuration is unknown, and Tune starts that trial again
-    (under a new trial id when Tune had not saved it yet), which creates its run afresh. `last_param`: the
-    last key of the sweep's flattened config (every trial's params end with the same tracking section, and
-    their batches go in order, so a run without it was cut short). Returns how many were deleted."""
+    (under a new trial id when Tune had not saved it yet), which creates its run afresh. `last_section`:
+    the first part of the last key of the sweep's flattened config (`tracking`). Every trial's params end
+    with that section and their batches go in order, so a run with no param of it was cut short. The
+    section, not its last key: a run logged by an older dicelab whose section ended on another key is
+    whole. Returns how many were deleted."""
+    prefix = f"{last_section}."
     runs = trial_runs(client, experiment_id, sweep_id)
-    cut_short = [run for run in runs if last_param not in run.data.params]
+    cut_short = [run for run in runs if not any(key.startswith(prefix) for key in run.data.params)]
     for run in cut_short:
         client.delete_run(run.info.run_id)
     return len(cut_short)
