@@ -10,6 +10,11 @@ def number(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else "—"
 
 
+def signed(value: float, missing: str = "—") -> str:
+    """A difference as the tables write it: +0.85 (`missing` when it is not finite)."""
+    return f"{value:+.2f}" if math.isfinite(value) else missing
+
+
 def interval(low: float, high: float, *, signed: bool = False) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return "—"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dicelab.analysis._format import count, interval, number
+from dicelab.analysis._format import count, interval, number, signed
 from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
 from dicelab.analysis.cost import memory_statements, next_step_statement, spent_statement
 from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
@@ -303,7 +303,7 @@ def _table(rows: pd.DataFrame, options: AnalysisOptions) -> Table:
             [
                 r["against"],
                 f"`{r['candidate']}` − `{r['reference']}`",
-                f"{r['difference']:+.2f}" if math.isfinite(r["difference"]) else "—",
+                signed(r["difference"]),
                 interval(r["low"], r["high"], signed=True),
                 _p(r["p_value"]),
                 _p(r["p_holm"]),
@@ -335,7 +335,7 @@ def _race_blocks(race: RaceRecord, scale: float = 1.0) -> list[Block]:
                 [str(c) for c in frame.columns],
                 [
                     [
-                        _signed(v) if column in differences else _cell(v)
+                        signed(float(v), missing="") if column in differences else _cell(v)
                         for column, v in zip(frame, row, strict=True)
                     ]
                     for row in frame.itertuples(index=False)
@@ -356,12 +356,6 @@ def _sample(row: pd.Series) -> str:
 
 def _p(value: float) -> str:
     return "—" if not math.isfinite(value) else f"{value:.3g}"
-
-
-def _signed(value: object) -> str:
-    """A difference or its bound as the decision table writes it: +0.85."""
-    number = float(value)  # type: ignore[arg-type]
-    return f"{number:+.2f}" if math.isfinite(number) else ""
 
 
 def _cell(value: object) -> str:

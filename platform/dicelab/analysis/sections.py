@@ -10,7 +10,7 @@ import pandas as pd
 
 from dicelab import __version__
 from dicelab.analysis import plots
-from dicelab.analysis._format import count, interval, number
+from dicelab.analysis._format import count, interval, number, signed
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.design import format_value, short_name, swept_params
 from dicelab.analysis.document import Block, Bullets, Heading, Image, Table, Text
@@ -162,16 +162,12 @@ def _ablation_group(ctx: ReportContext, table: pd.DataFrame, title: str) -> list
                         r.variant,
                         f"{r.delta:+.2f}",
                         interval(r.delta_ci_low, r.delta_ci_high, signed=True),
-                        f"{r.paired_delta:+.2f}" if math.isfinite(r.paired_delta) else "—",
+                        signed(r.paired_delta),
                         interval(r.paired_low, r.paired_high, signed=True),
                         f"{r.p_holm:.3g}" if math.isfinite(r.p_holm) else "—",
                         r.verdict,
                         f"{int(r.n_pairs)} pairs" if r.paired else f"unpaired, {r.n} vs CE",
-                        *(
-                            [f"{r.paper_delta:+.2f}" if math.isfinite(r.paper_delta) else ""]
-                            if with_paper
-                            else []
-                        ),
+                        *([signed(r.paper_delta, missing="")] if with_paper else []),
                     ]
                     for r in deltas.itertuples()
                 ],
