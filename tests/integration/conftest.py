@@ -55,6 +55,10 @@ class Process:
     name: str
     popen: subprocess.Popen
     log: Path
+    # `ray start --block` stops its node itself, draining it first through the head's GCS (Ray 2.60): a
+    # SIGTERM to the whole group stops the GCS too, and the head's `ray start` then waits its 30 s drain
+    # timeout on a GCS that is gone. Signalled alone, it drains and stops its node in a few seconds.
+    leader_first: bool = False
 
     def dump_stacks(self) -> None:
         """Where a dicelab command that seems stuck waits: every thread's stack into its log (SIGUSR2,
@@ -70,10 +74,16 @@ class Process:
         self.popen.wait(timeout=60)
 
     def stop(self) -> None:
-        try:
-            group = os.getpgid(self.popen.pid)
-        except ProcessLookupError:
-            return
+        """SIGTERM (the leader first where it stops its group itself), then SIGKILL to what is left."""
+        group = self.popen.pid  # started in a session of its own: the group outlives an exited leader
+        if self.leader_first and self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=20)
+            if self.popen.poll() is not None:  # stopped: only strays of its group could be left
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+                return
         for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
             try:
                 os.killpg(group, sig)
@@ -239,6 +249,7 @@ def start_ray_node(name: str, args: list[str], env: dict[str, str], directory: P
     earlier log kept as NAME-<attempt>.log); any other exit fails at once."""
     for attempt in range(1, RAY_NODE_STARTS + 1):
         node = start(name, args, env, directory)
+        node.leader_first = True
         try:
             wait_until(lambda: _started(node), 180, f"the {name} node to start", node)  # noqa: B023
             return node

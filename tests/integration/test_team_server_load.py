@@ -234,10 +234,11 @@ def _head_started(log: Path, popen: subprocess.Popen) -> bool:
 
 
 def _stop_group(popen: subprocess.Popen) -> None:
-    """SIGTERM the process group led by `popen` (`ray start --block` stops its node), then SIGKILL to
-    whatever is left of the group (after 60 s, or at once when its leader had already exited)."""
+    """SIGTERM `ray start --block` alone (it drains and stops its node; a SIGTERM to its whole group would
+    stop the GCS under it, and its drain would wait out 30 s), then SIGKILL to whatever is left of the group
+    (after 60 s, or at once when its leader had already exited)."""
     if popen.poll() is None:
-        os.killpg(popen.pid, signal.SIGTERM)
+        os.kill(popen.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(timeout=60)
     with contextlib.suppress(ProcessLookupError):  # no member left
