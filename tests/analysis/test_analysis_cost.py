@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dicelab.analysis import AnalysisOptions, build_report, decisions, load_runs, observations
-from dicelab.analysis.cost import GPU_TOTAL_MEMORY_MB, _hours, next_step_trials
+from dicelab.analysis.cost import GPU_TOTAL_MEMORY_MB, next_step_trials
 from dicelab.analysis.decision import decision_lines
 from dicelab.stats import BETTER, NO_DIFFERENCE
 from dicelab.tracking import conventions as names
@@ -124,8 +124,3 @@ def test_trials_that_fell_back_to_cpu_are_a_caveat(tracking_uri, sweep_log, tmp_
     log.trial(0.8, seed=2, metrics=_gpu_cost(60.0, 0.25, 60.0, peak_mb=900.0))
     report = build_report(load_runs("fallback", tracking_uri), tmp_path / "report", log_to_mlflow=False)
     assert any(note.startswith("2 trials given a GPU that CUDA could not see") for note in report.notes)
-
-
-def test_one_hour_is_singular():
-    assert _hours(1.04, "CPU") == "1 CPU-hour"
-    assert _hours(1.5, "GPU") == "1.5 GPU-hours" and _hours(0.061, "CPU") == "0.061 CPU-hours"

@@ -48,8 +48,8 @@ class Cost:
 
     def text(self) -> str:
         """'1.2 GPU-hours (3.4 CPU-hours)', or '0.52 CPU-hours'."""
-        main = _hours(self.hours, self.unit)
-        return f"{main} ({_hours(self.cpu_hours, 'CPU')})" if self.unit == "GPU" else main
+        main = names.resource_hours(self.hours, self.unit)
+        return f"{main} ({names.resource_hours(self.cpu_hours, 'CPU')})" if self.unit == "GPU" else main
 
 
 def cost_of(trials: pd.DataFrame) -> Cost:
@@ -84,11 +84,9 @@ def next_step_statement(rows: pd.DataFrame, arena_trials: pd.DataFrame) -> str |
     text = f"Next step: about {count(seeds, 'more paired seed')} ({count(trials, 'trial')})"
     if not cost.trials:
         return f"{text}; the trials logged no cost, so its price is unknown."
-    per_trial = _hours(cost.mean_hours, cost.unit)
-    return (
-        f"{text}, about {_hours(trials * cost.mean_hours, cost.unit)} at the measured mean of {per_trial} "
-        f"per trial."
-    )
+    total = names.resource_hours(trials * cost.mean_hours, cost.unit)
+    per_trial = names.resource_hours(cost.mean_hours, cost.unit)
+    return f"{text}, about {total} at the measured mean of {per_trial} per trial."
 
 
 def spent_statement(trials: pd.DataFrame) -> str | None:
@@ -144,7 +142,3 @@ def _sum(trials: pd.DataFrame, column: str) -> float:
     if column not in trials:
         return 0.0
     return float(pd.to_numeric(trials[column], errors="coerce").fillna(0.0).sum()) / 3600
-
-
-def _hours(hours: float, unit: str) -> str:
-    return names.resource_hours(hours, unit)
