@@ -6,8 +6,9 @@ Wall time says little on a machine other work shares; CPU time of the test's own
 costs. Process trees do not hold it: `ray start` daemonises its raylet and workers, servers re-parent. So the
 command runs with a unique environment variable, which every process it starts inherits, and every process
 carrying it is sampled (user + system time from /proc, every 0.25 s; a process that lives less than that
-between two samples is missed). Prints the heaviest processes and `CPUTREE cpu=<s> wall=<s> rc=<code>` on
-stderr and exits with the command's code. Linux only. Heavy load still inflates polling loops somewhat:
+between two samples is missed). Prints the heaviest processes, the CPU by kind of process (Ray workers, Ray's
+daemons, dicelab commands, MLflow servers, ...) and `CPUTREE cpu=<s> wall=<s> rc=<code>` on stderr, and
+exits with the command's code. Linux only. Heavy load still inflates polling loops somewhat:
 compare figures taken at similar loads. docs/development.md ("Times") has the suite's figures.
 """
 
@@ -22,6 +23,29 @@ from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
 SHOWN = 8  # the heaviest processes printed
+# (kind, substrings of a command line), first match wins: where a test suite's CPU goes, by what it starts
+KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Ray worker", ("ray/_private/workers/default_worker.py",)),
+    (
+        "Ray daemon",
+        (
+            "ray/dashboard/",
+            "ray/autoscaler/",
+            "ray/_private/log_monitor.py",
+            "ray/_private/runtime_env/agent/",
+            "gcs_server",
+            "raylet",
+            "ray-dashboard-",
+            "/bin/ray start",
+        ),
+    ),
+    ("pytest-xdist worker", ("exec(eval(sys.stdin.readline()))",)),
+    ("report drawing", ("dicelab.figure_files",)),
+    ("dicelab command", ("/bin/dicelab ", "-m dicelab.cli", "from dicelab.cli import")),
+    ("MLflow server", ("mlflow server", "uvicorn", "gunicorn", "huey_consumer")),
+    ("PostgreSQL", ("/postgresql/",)),
+    ("multiprocessing helper", ("multiprocessing.forkserver", "multiprocessing.resource_tracker")),
+)
 
 
 def _stat(pid: str) -> tuple[str, float]:
@@ -34,7 +58,15 @@ def _tagged(pid: str, needle: bytes) -> str | None:
     """The command line of `pid` when its environment carries `needle`, else None."""
     if needle not in Path(f"/proc/{pid}/environ").read_bytes():
         return None
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:150]
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def kind(command: str) -> str:
+    """The kind of process a command line belongs to (KINDS), else "other"."""
+    for name, needles in KINDS:
+        if any(needle in command for needle in needles):
+            return name
+    return "other"
 
 
 def main(command: list[str]) -> int:
@@ -63,7 +95,15 @@ def main(command: list[str]) -> int:
     sample()
     rows = sorted(((float(v[1]), pid, str(v[0])) for (pid, _), v in seen.items() if v), reverse=True)
     for cpu, pid, cmd in rows[:SHOWN]:
-        print(f"  {cpu:7.1f} {pid:>7} {cmd}", file=sys.stderr)
+        print(f"  {cpu:7.1f} {pid:>7} {cmd[:150]}", file=sys.stderr)
+    by_kind: dict[str, list[float]] = {}
+    for cpu, _, cmd in rows:
+        spent = by_kind.setdefault(kind(cmd), [0.0, 0])
+        spent[0] += cpu
+        spent[1] += 1
+    print("  by kind: CPU-s, processes", file=sys.stderr)
+    for name, (cpu, count) in sorted(by_kind.items(), key=lambda item: -item[1][0]):
+        print(f"  {cpu:7.1f} {count:5.0f}  {name}", file=sys.stderr)
     total = sum(row[0] for row in rows)
     wall = time.monotonic() - started
     print(f"CPUTREE cpu={total:.1f} wall={wall:.1f} rc={process.returncode}", file=sys.stderr)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -34,6 +35,36 @@ def test_it_counts_a_detached_grandchild_and_passes_the_exit_code_on():
     total = float(re.search(r"CPUTREE cpu=([\d.]+) wall=[\d.]+ rc=3", done.stderr).group(1))
     assert 1.4 <= total <= 4.0, done.stderr  # 0.6 + 0.8 spun, plus two interpreters' start-up
     assert done.stderr.count(sys.executable) >= 2, done.stderr  # both processes listed
+    assert re.search(r"\n +[\d.]+ +2  other\n", done.stderr), done.stderr  # both: plain `python -c`
+
+
+def test_processes_are_grouped_by_what_they_are():
+    spec = importlib.util.spec_from_file_location("cputree", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    cputree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cputree)
+    site = "/home/u/project/.venv/lib/python3.11/site-packages"
+    worker = f"/v/bin/python {site}/ray/_private/workers/default_worker.py --node-ip-address=127.0.0.1"
+    assert cputree.kind(worker) == "Ray worker"
+    for daemon in (
+        f"/v/bin/python -u {site}/ray/dashboard/agent.py --node-id=1",
+        f"/v/bin/python -u {site}/ray/autoscaler/_private/monitor.py --logs-dir=/tmp",
+        f"{site}/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/s",
+        "/v/bin/python /v/bin/ray start --head --block --port 6379",
+    ):
+        assert cputree.kind(daemon) == "Ray daemon", daemon
+    assert cputree.kind("/v/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))") == (
+        "pytest-xdist worker"
+    )
+    assert cputree.kind("/v/bin/python /v/bin/dicelab sweep /tmp/x/it-asha.yaml") == "dicelab command"
+    assert cputree.kind("/v/bin/python -m dicelab.cli validate ok.yaml") == "dicelab command"
+    assert cputree.kind("/v/bin/python -m dicelab.figure_files ") == "report drawing"
+    assert cputree.kind("/v/bin/python -m mlflow server --host 127.0.0.1 --port 5000") == "MLflow server"
+    assert cputree.kind("/v/bin/python -m uvicorn --log-config x mlflow.server.fastapi_app:app") == (
+        "MLflow server"
+    )
+    assert cputree.kind("/usr/lib/postgresql/15/bin/postgres -D /tmp/pg") == "PostgreSQL"
+    assert cputree.kind("/v/bin/python -c print(1)") == "other"
 
 
 def test_without_a_command_it_says_how_to_use_it():

@@ -10,6 +10,7 @@ from typing import Literal
 
 from rich.console import Console
 
+from dicelab.analysis.garbage import fewer_collections
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import Report, build_report
 from dicelab.analysis.runs import RunSet, load_runs
@@ -37,6 +38,7 @@ def newest_sweep(runs: RunSet) -> tuple[str, str] | None:
     return sweep_id, note
 
 
+@fewer_collections()  # loading the runs allocates pandas objects as the report does
 def analyze_experiment(
     experiment: str,
     tracking_uri: str | None = None,

@@ -12,6 +12,7 @@ from dicelab.analysis.caveats import caveats
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.decision import decision_blocks, decision_lines
 from dicelab.analysis.document import Document, Heading
+from dicelab.analysis.garbage import fewer_collections
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
@@ -30,6 +31,7 @@ class Report:
     summary: str = ""  # one paragraph: what won, by how much, how sure, what it cost, where to look next
 
 
+@fewer_collections()
 def build_report(
     runs: RunSet,
     out_dir: str | Path | None = None,

@@ -1,0 +1,93 @@
+"""dicelab.analysis.garbage: the collector's first threshold raised while an analysis runs, and put back."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from dicelab.analysis import garbage, report
+from dicelab.analysis.garbage import FIRST_THRESHOLD, fewer_collections
+
+
+@pytest.fixture(autouse=True)
+def default_thresholds() -> Iterator[None]:
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*saved)
+
+
+def test_the_first_threshold_is_raised_inside_and_put_back_after_an_error():
+    with pytest.raises(RuntimeError), fewer_collections():
+        assert gc.get_threshold() == (FIRST_THRESHOLD, 10, 10)
+        raise RuntimeError("a report that fails")
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_nested_and_concurrent_analyses_restore_once_the_last_one_ends():
+    inner_started, outer_may_end = threading.Event(), threading.Event()
+    seen: list[tuple[int, int, int]] = []
+
+    def other_analysis() -> None:
+        with fewer_collections():
+            inner_started.set()
+            outer_may_end.wait(10)
+        seen.append(gc.get_threshold())
+
+    with fewer_collections():
+        with fewer_collections():  # an analysis inside another (analyze_experiment -> build_report)
+            pass
+        assert gc.get_threshold()[0] == FIRST_THRESHOLD
+        thread = threading.Thread(target=other_analysis)
+        thread.start()
+        inner_started.wait(10)
+    assert gc.get_threshold()[0] == FIRST_THRESHOLD  # the other thread's analysis still runs
+    outer_may_end.set()
+    thread.join(10)
+    assert seen == [(700, 10, 10)] and gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.parametrize("first", [0, 100_000])
+def test_a_threshold_set_by_the_user_to_off_or_higher_is_kept(first: int):
+    gc.set_threshold(first, 10, 10)
+    with fewer_collections():
+        assert gc.get_threshold() == (first, 10, 10)
+    assert gc.get_threshold() == (first, 10, 10)
+
+
+def test_build_report_runs_with_the_raised_threshold(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    seen = []
+
+    def compose_seeing_the_threshold(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(report, "compose", compose_seeing_the_threshold)
+    monkeypatch.setattr(report, "ReportContext", lambda *args: _NoFigures())
+    monkeypatch.setattr(report, "caveats", lambda ctx: [])
+    with pytest.raises(RuntimeError, match="stop here"):
+        report.build_report(_Runs(), tmp_path / "out", log_to_mlflow=False)
+    assert seen == [FIRST_THRESHOLD] and gc.get_threshold() == (700, 10, 10)
+    assert garbage._depth == 0
+
+
+class _Runs:
+    """Stands in for a RunSet: build_report reads its experiments for the report's folder."""
+
+    def __init__(self) -> None:
+        self.experiments = ["e"]
+
+
+class _Figures:
+    def drain(self) -> None:
+        pass
+
+
+class _NoFigures:
+    """Stands in for ReportContext: a report that fails in `compose` drains its figures."""
+
+    def __init__(self) -> None:
+        self.figures = _Figures()
