@@ -10,10 +10,10 @@ from typing import Literal
 
 from rich.console import Console
 
-from dicelab.analysis.garbage import fewer_collections
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import Report, build_report
 from dicelab.analysis.runs import RunSet, load_runs
+from dicelab.garbage import fewer_collections
 
 
 def race_test(runs: RunSet) -> str | None:

@@ -12,11 +12,11 @@ from dicelab.analysis.caveats import caveats
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.decision import decision_blocks, decision_lines
 from dicelab.analysis.document import Document, Heading
-from dicelab.analysis.garbage import fewer_collections
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
+from dicelab.garbage import fewer_collections
 
 
 @dataclass

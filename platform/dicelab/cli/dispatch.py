@@ -16,6 +16,7 @@ import signal
 import sys
 
 import dicelab
+from dicelab import garbage
 from dicelab.errors import DicelabError
 
 # command -> (module, one-line help)
@@ -65,6 +66,7 @@ def enable_stack_dumps() -> None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # run as the program (in-process callers pass their arguments)
         enable_stack_dumps()
+        garbage.for_this_process()  # fewer full collections over the libraries it imports
     else:
         sys.argv = [sys.argv[0], *argv]
     parser = build_parser()

@@ -25,9 +25,16 @@ from dicelab.sweeps import ray_adapter
 from dicelab.sweeps.space import SweepPlan
 
 TRIAL_MODULE = "dicelab.sweeps.trainable"  # the trials' module
-# What a trial needs beyond it: the modelling stack and the scores, which the tasks import where they are used
-# (so that a sweep's driver, which imports the tasks to build the inputs, does without them)
-TRIAL_MODULES = [TRIAL_MODULE, "transformers.models.bert.modeling_bert", "sklearn.metrics", "seqeval.metrics"]
+# First the collector's settings for the imports (worker_start), then the trials' module and what a trial
+# needs beyond it: the modelling stack and the scores, which the tasks import where they are used (so that a
+# sweep's driver, which imports the tasks to build the inputs, does without them)
+TRIAL_MODULES = [
+    "dicelab.sweeps.worker_start",
+    TRIAL_MODULE,
+    "transformers.models.bert.modeling_bert",
+    "sklearn.metrics",
+    "seqeval.metrics",
+]
 
 
 def system_config(plan: SweepPlan, cpus: int) -> dict[str, Any]:

@@ -1,15 +1,19 @@
-"""dicelab.analysis.garbage: the collector's first threshold raised while an analysis runs, and put back."""
+"""dicelab.garbage: the collector's first threshold raised while an analysis runs, and put back."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from dicelab.analysis import garbage, report
-from dicelab.analysis.garbage import FIRST_THRESHOLD, fewer_collections
+from dicelab import garbage
+from dicelab.analysis import report
+from dicelab.garbage import FIRST_THRESHOLD, fewer_collections
+from dicelab.sweeps import warm_workers
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +95,40 @@ class _NoFigures:
 
     def __init__(self) -> None:
         self.figures = _Figures()
+
+
+def _in_a_fresh_process(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_dicelab_command_run_as_the_program_raises_its_threshold_for_good():
+    code = (
+        "import gc, sys\n"
+        "from dicelab.cli.dispatch import main\n"
+        "sys.argv = ['dicelab', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(gc.get_threshold()[0])"
+    )
+    assert _in_a_fresh_process(code) == str(FIRST_THRESHOLD)
+
+
+def test_a_prestarted_trial_worker_raises_it_before_the_trials_imports():
+    # the first of the modules a private local Ray's prestarted workers import
+    assert warm_workers.TRIAL_MODULES[0] == "dicelab.sweeps.worker_start"
+    code = "import gc, dicelab.sweeps.worker_start\nprint(gc.get_threshold()[0])"
+    assert _in_a_fresh_process(code) == str(FIRST_THRESHOLD)
+
+
+def test_the_imported_libraries_are_frozen_once_per_process():
+    code = (
+        "import gc\n"
+        "from dicelab import garbage\n"
+        "garbage.freeze_imported()\n"
+        "first = gc.get_freeze_count()\n"
+        "made = [[index] for index in range(1000)]  # a trial's objects, after the freeze\n"
+        "garbage.freeze_imported()\n"
+        "print(first > 0, gc.get_freeze_count() == first)"
+    )
+    assert _in_a_fresh_process(code) == "True True"
