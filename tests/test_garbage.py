@@ -1,4 +1,6 @@
-"""dicelab.garbage: the collector's first threshold raised while an analysis runs, and put back."""
+"""dicelab.garbage: the collector's first threshold raised while an analysis runs and put back, raised for
+good in dicelab's own processes (a command run as the program, a prestarted trial worker), and a trial
+worker's imports frozen once."""
 
 from __future__ import annotations
 
