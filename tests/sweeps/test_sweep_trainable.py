@@ -66,3 +66,26 @@ def test_an_interval_of_zero_checkpoints_every_evaluation(monkeypatch):
     for step in (1, 2, 3):
         reporter.on_evaluation(_evaluation(step))
     assert all(checkpoint is not None for checkpoint in checkpoints) and len(checkpoints) == 3
+
+
+def _tune_last_result(results: list[dict]) -> dict:
+    """What Tune holds as a trial's last result: its last report, with the reports counted."""
+    return {**results[-1], "training_iteration": len(results)} if results else {}
+
+
+def test_the_closing_result_of_a_failed_trial_is_not_counted_as_an_evaluation(monkeypatch):
+    """The sweep's table shows `evaluations`: a trial that failed for good (non-finite, asking for CUDA on a
+    CPU node) ends with one more report than it evaluated."""
+    results: list[dict] = []
+    monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: results.append(result))
+    reporter = trainable.TuneReporter(checkpoint_interval_s=1e9)
+    assert trainable.evaluations(_tune_last_result(results)) is None  # no result yet
+    trainable.TuneReporter.report_failure("dev_f1")  # failed before its first evaluation
+    assert trainable.evaluations(_tune_last_result(results)) == 0
+    results.clear()
+    for step in (1, 2):
+        reporter.on_evaluation(_evaluation(step))
+    assert trainable.evaluations(_tune_last_result(results)) == 2  # a trial that goes on, or completed
+    trainable.TuneReporter.report_failure("dev_f1")  # then non-finite
+    last = _tune_last_result(results)
+    assert trainable.evaluations(last) == 2 and last["dev_f1"] != last["dev_f1"]  # NaN: no value

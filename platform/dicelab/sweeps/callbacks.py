@@ -7,6 +7,7 @@ are created lazily and never pickled.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from dicelab.config import config_to_yaml, flatten_config
 from dicelab.sweeps import records
 from dicelab.sweeps.race_records import read_race
 from dicelab.sweeps.racing import DROPPED
-from dicelab.sweeps.trainable import SweepContext, point_of, run_name, trial_config
+from dicelab.sweeps.trainable import SweepContext, evaluations, point_of, run_name, trial_config
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun, state_of
 
@@ -100,8 +101,8 @@ class TrialRecords(_Lazy):
         outcome = records.outcome_of(run)
         reason = run.data.tags.get(names.REASON)
         if state_of(run) == State.RUNNING:  # Tune ended it from outside: only a scheduler does that
-            evaluations = trial.last_result.get("training_iteration", 0)
-            reason = f"stopped by the {self.scheduler} scheduler after {evaluations} evaluations"
+            count = evaluations(trial.last_result) or 0
+            reason = f"stopped by the {self.scheduler} scheduler after {count} evaluations"
             records.log_best_from_history(self.client, run, self.context.metric)
             config, _ = trial_config(self.context, point_of(trial.config, self.context.plan))
             self.client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
@@ -198,7 +199,7 @@ class SweepView(_Lazy):
         self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any
     ) -> None:
         value = result.get(self.context.tune_metric)
-        if isinstance(value, int | float):
+        if _is_value(value):  # NaN: the closing result of a failed trial, no value to rank it by
             previous = self.best.get(trial.trial_id)
             if previous is None or value > previous:  # dev metrics: higher is better
                 self.best[trial.trial_id] = float(value)
@@ -281,6 +282,7 @@ class SweepView(_Lazy):
         table.add_column(f"best {metric}", justify="right")
         for trial, overrides in rows:
             status = statuses[trial.trial_id]
+            count = evaluations(trial.last_result)
             latest = trial.last_result.get(metric)
             best = self.best.get(trial.trial_id)
             status_cell = Text(status.lower(), style=_STYLE.get(status, ""))
@@ -294,8 +296,8 @@ class SweepView(_Lazy):
                 trial.trial_id,
                 status_cell,
                 *[_short(overrides.get(key, "")) for key in keys],
-                str(trial.last_result.get("training_iteration", "")),
-                f"{latest:.4f}" if isinstance(latest, int | float) else "",
+                "" if count is None else str(count),
+                f"{latest:.4f}" if _is_value(latest) else "",
                 f"{best:.4f}" if best is not None else "",
             )
         hidden = len(trials) - len(shown)
@@ -320,6 +322,10 @@ def race_line(race: dict[str, Any]) -> str:
         lead = max(scored, key=lambda row: row["mean"])
         text += f" · leader {lead['label']} ({lead['mean']:.4f} over {lead['seeds']} seeds)"
     return text
+
+
+def _is_value(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def _header(key: str) -> str:

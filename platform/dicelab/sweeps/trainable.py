@@ -48,6 +48,7 @@ BEST_FILE = "best_model.pt"  # a trial's last checkpoint, after its end: {"best_
 DEGENERATE_RESULT = (
     "degenerate"  # in a trial's last Tune result: its best evaluation was a degenerate predictor
 )
+FAILED_RESULT = "failed"  # in the result a trial that failed for good ends with: it is no evaluation
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
 NODE_IP = "dicelab.node_ip"  # tag: that node's address
 WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
@@ -148,8 +149,18 @@ class TuneReporter(Reporter):
     @staticmethod
     def report_failure(metric: str) -> None:
         """A trial that failed for good still ends with a result holding the metric (Tune requires one):
-        NaN, which searchers and schedulers read as "no value"."""
-        tune.report({metric: float("nan")})
+        NaN, which searchers and schedulers read as "no value"; flagged, so that it is not counted as one of
+        the trial's evaluations (`evaluations`)."""
+        tune.report({metric: float("nan"), FAILED_RESULT: True})
+
+
+def evaluations(result: dict[str, Any]) -> int | None:
+    """The dev evaluations a trial reported, read from its last Tune result: Tune counts every report, and
+    the closing result of a trial that failed for good (`report_failure`) is none. None before any result."""
+    reports = result.get("training_iteration")
+    if reports is None:
+        return None
+    return int(reports) - 1 if result.get(FAILED_RESULT) else int(reports)
 
 
 class TrialReporter(Reporter):
