@@ -78,7 +78,7 @@ def test_the_parent_run_sums_the_trials_cost_in_hours(client):
     console = Console(file=io.StringIO(), width=200)
     print_closing(console, state, runs, {names.COMPLETED: 4, names.FAILED: 1}, "f1", client.tracking_uri)
     closing = console.file.getvalue()
-    assert "cost:   1 CPU-hour, 0.5 GPU-hours (4 trials)" in closing
+    assert "cost:   1 CPU-hour, 0.5 GPU-hours (4 of 5 trials logged one)" in closing  # not the crashed one
     # the crashed trial (seed 4) logged the highest best_dev_f1 before it failed: not a result
     assert "best:   ce seed=3 · best_dev_f1 0.5300 · run " in closing and "(the best single trial)" in closing
     assert parent[names.best_metric("f1")] == pytest.approx(0.53)
@@ -97,6 +97,9 @@ def test_cpu_trials_cost_cpu_hours_and_no_gpu_hours(client):
     assert parent[COST_CPU_HOURS] == pytest.approx(360 / 3600)
     assert parent[COST_GPU_HOURS] == 0.0
     assert parent[COST_TRIALS] == 2
+    console = Console(file=io.StringIO(), width=200)
+    print_closing(console, state, runs, {names.COMPLETED: 2}, "f1", client.tracking_uri)
+    assert "cost:   0.1 CPU-hours, 0 GPU-hours (2 trials)\n" in console.file.getvalue()  # every trial
 
 
 def test_trials_without_cost_leave_the_parent_without_cost_metrics(client):

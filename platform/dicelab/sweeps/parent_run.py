@@ -155,10 +155,12 @@ def print_closing(
         lines.append(f"best:   {name} · {key} {value:.4f} · run {best.info.run_id} (the best single trial)")
     cost = cost_totals(runs)
     if cost:
+        costed = int(cost[COST_TRIALS])
+        # a trial that crashed or was refused before training logged none: the sum is over the others
+        trials = f"{costed} trials" if costed == len(runs) else f"{costed} of {len(runs)} trials logged one"
         lines.append(
             f"cost:   {names.resource_hours(cost[COST_CPU_HOURS], 'CPU', 3)}, "
-            f"{names.resource_hours(cost[COST_GPU_HOURS], 'GPU', 3)} "
-            f"({int(cost[COST_TRIALS])} trials)"
+            f"{names.resource_hours(cost[COST_GPU_HOURS], 'GPU', 3)} ({trials})"
         )
     if uri.startswith(("http://", "https://")):
         lines.append(f"UI:     {links.experiment_url(uri, state.experiment_id, metric)}")
