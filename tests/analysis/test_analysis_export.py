@@ -73,7 +73,7 @@ def test_export_writes_the_file(tracking_uri, sweep_log, tmp_path, capsys):
     [
         (["--experiment", "nope"], "no experiment 'nope'"),
         (["--experiment", "exp", "--sweep-id", "zzz"], "no sweep with id 'zzz'"),
-        (["--experiment", "empty"], "has no finished trial"),
+        (["--experiment", "empty"], "experiment 'empty' has no usable trial to choose from: 1 failed"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_file(tracking_uri, sweep_log, tmp_path, capsys, args, expected):

@@ -21,7 +21,14 @@ from mlflow.exceptions import MlflowException
 from dicelab.analysis._format import count
 from dicelab.analysis._store import quiet_artifact_transfers
 from dicelab.analysis.comparisons import ALL_VARIANTS, configurations, decisions
-from dicelab.analysis.observations import SEED, TASK, VARIANT, AnalysisOptions, observations
+from dicelab.analysis.observations import (
+    SEED,
+    TASK,
+    VARIANT,
+    AnalysisOptions,
+    exclusion_counts,
+    observations,
+)
 from dicelab.analysis.runs import RunSet, load_runs
 from dicelab.errors import DicelabError
 from dicelab.tracking import conventions as names
@@ -60,7 +67,7 @@ def find_winner(
     obs = observations(runs, options)
     if not obs["usable"].any():
         raise DicelabError(
-            f"experiment {experiment!r} has no finished trial with a dev metric to choose from"
+            f"experiment {experiment!r} has no usable trial to choose from{_why_none(obs, options)}"
         )
     label, rows, raced = _race_winner(runs, obs) or _decided_best(runs, obs, options)
     usable = rows[rows["usable"]]
@@ -80,6 +87,14 @@ def find_winner(
         race_winner=raced,
         config_yaml=_logged_config(runs.tracking_uri, run_id),
     )
+
+
+def _why_none(obs: pd.DataFrame, options: AnalysisOptions) -> str:
+    """Why no trial is usable, e.g. ": 3 failed, 1 degenerate"; "" when there is no trial at all."""
+    counts = exclusion_counts(obs, options)
+    reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a dev value"))
+    parts = [f"{counts[key]} {word}" for key, word in reasons if counts[key]]
+    return f": {', '.join(parts)}" if parts else ""
 
 
 def _decided_best(
