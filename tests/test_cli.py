@@ -130,3 +130,18 @@ def test_stack_dumps_are_skipped_where_stderr_is_no_file() -> None:
 
     with contextlib.redirect_stderr(io.StringIO()):
         dispatch.enable_stack_dumps()
+
+
+def test_ui_of_an_unknown_experiment_is_one_line_before_the_ui_starts(tmp_path: Path, capsys) -> None:
+    """Nothing says the UI is up (nor starts it) when --experiment names no experiment of the store."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("exp")
+    capsys.readouterr()  # MLflow's lines about creating the store
+    code = dispatch.main(["ui", "--tracking-uri", uri, "--experiment", "nope", "--port", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"dicelab ui: error: no experiment 'nope' in {uri} (available: Default, exp)"
+    ]

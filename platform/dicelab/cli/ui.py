@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     uri = resolve_tracking_uri(args.tracking_uri)
     if uri.startswith(("http://", "https://")):
         check_tracking(uri)
+        sweep = _sweep_line(uri, uri, args.experiment)  # an unknown --experiment fails before any line
         print(f"{uri} is an MLflow server: its UI is at {uri}", flush=True)
-        _print_sweep_link(uri, uri, args.experiment)
+        print(sweep, flush=True)
         return 0
     with socket.socket() as probe:
         try:
@@ -45,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
             raise TrackingError(f"port {args.port} on {HOST} is taken (choose another with --port)") from None
     check_tracking(uri)
     base = f"http://{HOST}:{args.port}"
+    sweep = _sweep_line(uri, base, args.experiment)  # an unknown --experiment fails before the UI starts
     print(f"MLflow UI for {uri} at {base} (Ctrl-C to stop)", flush=True)
-    _print_sweep_link(uri, base, args.experiment)
+    print(sweep, flush=True)
     # `mlflow ui` is `mlflow server` with 4 workers and a job runner; one worker starts faster and is plenty.
     command = [
         *(sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri),
@@ -59,17 +61,17 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _print_sweep_link(uri: str, base: str, name: str | None) -> None:
-    """The runs of the named (or newest) sweep, best first; nothing when the store has no sweep yet."""
+def _sweep_line(uri: str, base: str, name: str | None) -> str:
+    """The line linking to the runs of the named (or newest) sweep, best first, or saying that the store has
+    no sweep yet; an error naming the stores' experiments when `name` is not one of them."""
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
     experiment = links.find_experiment(client, name)
     if experiment is None:
-        print("no sweep in this store yet (run one: dicelab sweep CONFIG)", flush=True)
-        return
+        return "no sweep in this store yet (run one: dicelab sweep CONFIG)"
     mark_training_experiment(client, experiment)  # so the UI opens on the runs, also for older stores
     metric = links.sweep_metric(client, experiment.experiment_id)
     params = links.swept_params(client, experiment.experiment_id)
     url = links.trials_view_url(client, base, experiment.experiment_id, metric, params)
-    print(f"sweep {experiment.name!r}: {url}", flush=True)  # its trials, best first
+    return f"sweep {experiment.name!r}: {url}"  # its trials, best first
