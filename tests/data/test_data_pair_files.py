@@ -110,6 +110,18 @@ def test_missing_column_lists_the_found_ones(write):
         read_split_file(write("train.tsv", "sentence1\tsentence2\na\tb\n"))
 
 
+def test_inputs_to_predict_on_may_leave_out_the_label_and_get_no_label_column(write):
+    """gold=False (`dicelab predict`): GLUE's test files have no label; training data still needs one."""
+    test_tsv = "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n0\t1\t2\tA cat sat.\tA cat was sitting.\n"
+    frame = read_split_file(write("test.tsv", test_tsv), gold=False)
+    assert list(frame.columns) == ["text_a", "text_b"]
+    assert frame.iloc[0].to_dict() == {"text_a": "A cat sat.", "text_b": "A cat was sitting."}
+    labelled = read_split_file(write("dev.tsv", MRPC_HEADER + MRPC_ROWS), gold=False)
+    assert labelled["label"].tolist() == ["1", "0"]  # gold that is there is read
+    with pytest.raises(DataError, match=r"missing column 'label'"):
+        read_split_file(write("train.tsv", test_tsv))
+
+
 def test_missing_mapped_column(write):
     with pytest.raises(DataError, match=r"missing column 'gold'"):
         read_split_file(write("train.tsv", "sentence\tlabel\na\t1\n"), columns={"label": "gold"})

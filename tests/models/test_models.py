@@ -148,6 +148,31 @@ def test_unlabelled_json_lines_get_the_same_predictions_without_gold(saved_trial
 
 
 @pytest.mark.parametrize(
+    ("task", "layout"),
+    [
+        ("pair_classification", "glue_test.tsv"),
+        ("pair_classification", "parquet"),
+        ("token_tagging", "parquet"),
+    ],
+)
+def test_an_input_file_without_gold_gets_the_same_predictions(task, layout, saved_trials, tmp_path):
+    """Files of inputs only, in any format the family reads: GLUE's test TSVs have no label column."""
+    trial = saved_trials[task]
+    frame = trial.inputs.dev_frame.drop(columns=[c for c in GOLD_COLUMNS if c in trial.inputs.dev_frame])
+    path = tmp_path / f"in.{layout.rsplit('.', 1)[-1]}"
+    if layout == "glue_test.tsv":  # MRPC's test.tsv: index, #1 ID, #2 ID, #1 String, #2 String
+        glue = frame.rename(columns={"text_a": "#1 String", "text_b": "#2 String"})
+        glue.insert(0, "index", range(len(glue)))
+        glue.to_csv(path, sep="\t", index=False)
+    else:
+        frame.to_parquet(path)
+    out = tmp_path / "out.jsonl"
+    assert run_cli(trial.result.model_uri, path, "--out", out, "--tracking-uri", trial.store) == 0
+    predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions(task, predicted, trial.logged_predictions, gold=False)
+
+
+@pytest.mark.parametrize(
     ("model", "make_input", "message"),
     [
         (

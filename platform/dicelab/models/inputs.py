@@ -1,8 +1,9 @@
 """Reading what `dicelab predict` predicts on: any split file the data layer reads, for the model's family.
 
-Gold columns are optional in JSON lines (the input columns are enough: text_a[, text_b] / tokens /
-question, context[, id]); the other formats are read as the data layer reads training data. A file that holds
-another family's data is named as such, rather than as a missing column.
+Gold columns are optional in TSV, CSV, JSON lines and Parquet (the input columns are enough: text_a[, text_b]
+/ tokens / question, context[, id]): a file of inputs only, as GLUE's test files are (CoNLL's and SQuAD's
+layouts hold gold). A file that holds another family's data is named as such, rather than as a missing
+column.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 
 from dicelab.data import read_split_file
 from dicelab.errors import DataError
-from dicelab.models.saved import GOLD_COLUMNS, INPUT_COLUMNS
+from dicelab.models.saved import INPUT_COLUMNS
 
 FAMILY_DATA = {"pairs": "sentence pairs", "tagging": "tagged tokens", "spans": "questions with contexts"}
 
@@ -26,9 +27,6 @@ def read_input(path: Path, family: str, task_name: str, format: str = "auto") ->
     try:
         return _read(path, family, format)
     except DataError as error:
-        unlabelled = _unlabelled_jsonl(path, family) if format in ("auto", "jsonl") else None
-        if unlabelled is not None:
-            return unlabelled
         other = _other_family(path, family, format)
         if other is not None:
             needs = ", ".join(INPUT_COLUMNS[family])
@@ -41,23 +39,12 @@ def read_input(path: Path, family: str, task_name: str, format: str = "auto") ->
 
 def _read(path: Path, family: str, format: str) -> pd.DataFrame:
     try:
-        return read_split_file(path, family, format)  # type: ignore[arg-type]
+        return read_split_file(path, family, format, gold=False)  # type: ignore[arg-type]
     except DataError:
         # BERT-MRC's JSON (mrc-ner.test) is a .json file the suffix alone does not tell from JSON lines
         if format == "auto" and family == "tagging" and path.suffix.lower() == ".json":
-            return read_split_file(path, "tagging", "mrc_ner")
+            return read_split_file(path, "tagging", "mrc_ner", gold=False)
         raise
-
-
-def _unlabelled_jsonl(path: Path, family: str) -> pd.DataFrame | None:
-    """JSON lines with the family's input columns and none of its gold ones, else None."""
-    records = _json_lines(path)
-    if records is None:
-        return None
-    frame = pd.DataFrame(records)
-    has_inputs = all(column in frame.columns for column in INPUT_COLUMNS[family])
-    has_gold = any(column in frame.columns for column in GOLD_COLUMNS[family])
-    return frame if has_inputs and not has_gold and len(frame) else None
 
 
 def _other_family(path: Path, family: str, format: str) -> str | None:

@@ -42,6 +42,14 @@ KNOWN_COLUMNS: dict[Family, dict[str, tuple[str, ...]]] = {
     },
 }
 OPTIONAL_COLUMNS = {"text_b", "id", "answers", "answer_texts", "answer_starts"}
+# The gold columns, which only what is predicted on may leave out (`gold=False`): its frame then has none.
+GOLD_COLUMNS: dict[Family, frozenset[str]] = {
+    "pairs": frozenset({"label"}),
+    "tagging": frozenset({"tags"}),
+    "spans": frozenset({"answers", "answer_texts", "answer_starts"}),
+}
+# ... and their canonical columns
+_GOLD_FIELDS = {"pairs": ("label",), "tagging": ("tags",), "spans": ("answer_texts", "answer_starts")}
 # Label columns of datasets whose label set is known to be {0, 1} (QQP, MRPC): a "7" there is an error,
 # not a second class. Readers that recognise such a file by its shape set BINARY_LABELS in table.attrs.
 BINARY_LABEL_COLUMNS = ("is_duplicate", "quality")
@@ -55,17 +63,22 @@ def to_canonical(
     columns: Mapping[str, ColumnKey] | None,
     origin: str,
     unit: Unit,
+    *,
+    gold: bool = True,
 ) -> pd.DataFrame:
-    """Canonical frame of `table` (whose index holds each row's location), with its origin recorded."""
+    """Canonical frame of `table` (whose index holds each row's location), with its origin recorded.
+    gold=False: the gold columns may be missing (inputs to predict on), and the frame then leaves them out."""
     set_origin(table, origin, unit)
-    found = resolve_columns(table, family, columns or {})
+    found = resolve_columns(table, family, columns or {}, gold=gold)
     convert = {"pairs": _pairs, "tagging": _tagging, "spans": _spans}[family]
     frame = convert(table, found)
+    if not gold and all(found[key] is None for key in GOLD_COLUMNS[family]):
+        frame = frame.drop(columns=[c for c in frame.columns if c in _GOLD_FIELDS[family]])
     return set_origin(frame, origin, unit)
 
 
 def resolve_columns(
-    table: pd.DataFrame, family: Family, columns: Mapping[str, ColumnKey]
+    table: pd.DataFrame, family: Family, columns: Mapping[str, ColumnKey], *, gold: bool = True
 ) -> dict[str, ColumnKey | None]:
     known = KNOWN_COLUMNS[family]
     unknown = sorted(set(columns) - set(known))
@@ -85,12 +98,14 @@ def resolve_columns(
                 )
             continue
         found[key] = next((by_name[name] for name in candidates if name in by_name), None)
-        if found[key] is None and key not in OPTIONAL_COLUMNS:
+        if found[key] is None and key not in OPTIONAL_COLUMNS and (gold or key not in GOLD_COLUMNS[family]):
             raise DataError(f"{origin_of(table)}: missing column {key!r} (found: {_names(table)})")
+    answer_parts = (found["answer_texts"], found["answer_starts"]) if family == "spans" else ()
     if (
         family == "spans"
         and found["answers"] is None
-        and None in (found["answer_texts"], found["answer_starts"])
+        and None in answer_parts
+        and (gold or any(part is not None for part in answer_parts))  # no gold at all, where allowed
     ):
         raise DataError(f"{origin_of(table)}: missing column 'answers' (found: {_names(table)})")
     return found
@@ -111,7 +126,7 @@ def _names(table: pd.DataFrame) -> str:
 
 def _pairs(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
     label_column = found["label"]
-    labels = _labels(table[label_column])
+    labels = _labels(table[label_column]) if label_column is not None else pd.Series("", index=table.index)
     missing = labels.isna().to_numpy()
     if missing.any():
         raise DataError(f"{where(table, table.index[missing.argmax()])}: missing label")
@@ -149,8 +164,11 @@ def _labels(column: pd.Series) -> pd.Series:
 
 def _tagging(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
     rows: dict[Any, tuple[list[str], list[str]]] = {}
-    for location, tokens, tags in zip(table.index, table[found["tokens"]], table[found["tags"]], strict=True):
-        tokens, tags = _strings(table, location, "tokens", tokens), _strings(table, location, "tags", tags)
+    tag_column = found["tags"]
+    all_tags = table[tag_column] if tag_column is not None else [None] * len(table)  # no gold: "O" tags
+    for location, tokens, tags in zip(table.index, table[found["tokens"]], all_tags, strict=True):
+        tokens = _strings(table, location, "tokens", tokens)
+        tags = _strings(table, location, "tags", tags) if tag_column is not None else ["O"] * len(tokens)
         if len(tokens) != len(tags):
             raise DataError(f"{where(table, location)}: {len(tokens)} tokens but {len(tags)} tags")
         if not tokens:
@@ -183,6 +201,8 @@ def _spans(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFr
         context = _text(context)
         if found["answers"] is not None:
             texts, starts = _answers(table, location, answers)
+        elif found["answer_texts"] is None:  # no gold (gold=False)
+            texts, starts = [], []
         else:
             texts = _strings(table, location, "answer_texts", answer_texts)
             starts = _ints(table, location, "answer_starts", answer_starts)

@@ -51,16 +51,24 @@ def read_split_file(
     format: str = "auto",
     columns: Mapping[str, ColumnKey] | None = None,
     labels: list[str] | None = None,
+    *,
+    gold: bool = True,
 ) -> pd.DataFrame:
-    """A split file in the canonical columns of `family`; labels checked against `labels` when given."""
-    frame = read_located(path, family, format, columns)
+    """A split file in the canonical columns of `family`; labels checked against `labels` when given.
+    gold=False: a file without the gold columns (inputs to predict on) is read, without them."""
+    frame = read_located(path, family, format, columns, gold=gold)
     if labels is not None:
         check_labels(frame, family, labels)
     return frame.reset_index(drop=True)
 
 
 def read_located(
-    path: str | Path, family: Family, format: str = "auto", columns: Mapping[str, ColumnKey] | None = None
+    path: str | Path,
+    family: Family,
+    format: str = "auto",
+    columns: Mapping[str, ColumnKey] | None = None,
+    *,
+    gold: bool = True,
 ) -> pd.DataFrame:
     """Like `read_split_file`, indexed by each example's location in the file (see data.provenance)."""
     path = Path(path)
@@ -83,4 +91,4 @@ def read_located(
         table, unit = read_squad(path), "question"
     if table.columns.empty:  # an empty file: no rows and no header
         return set_origin(pd.DataFrame(columns=list(CANONICAL_COLUMNS[family])), str(path), unit)
-    return to_canonical(table, family, columns, str(path), unit)
+    return to_canonical(table, family, columns, str(path), unit, gold=gold)
