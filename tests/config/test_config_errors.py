@@ -116,3 +116,19 @@ def test_validate_prints_every_error_of_every_config_and_exits_2(
         + err.split("unknown loss 'hinge' ", 1)[1].splitlines()[0],
     ]
     assert out.startswith(f"ok  {good}  (trial 'good'")
+
+
+def test_validate_names_the_losses_a_sweep_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not the base config's loss alone: a sweep over losses says which it runs."""
+    over_losses = tmp_path / "losses.yaml"
+    over_losses.write_text("name: losses\nsearch: {space: {loss.name: {grid: [ce, dice, dsc]}}}\n")
+    one_loss = tmp_path / "alpha.yaml"
+    one_loss.write_text("name: alpha\nloss: {name: dsc}\nsearch: {space: {loss.alpha: {grid: [0.1, 0.5]}}}\n")
+    monkeypatch.setattr(sys, "argv", sys.argv[:1])
+    assert main(["validate", str(over_losses), str(one_loss)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"ok  {over_losses}  (sweep of 3 trials 'losses': pair_classification, losses ce, dice, dsc)",
+        f"ok  {one_loss}  (sweep of 2 trials 'alpha': pair_classification, loss dsc)",
+    ]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dicelab.config import ExperimentConfig
+    from dicelab.sweeps.space import SweepPlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,22 +28,45 @@ def run(args: argparse.Namespace) -> int:
     for path in args.configs:
         try:
             config = load_experiment(path, args.overrides)
-            kind = _kind(config, path)
+            summary = _summary(config, path)
         except ConfigError as error:
             print(f"dicelab validate: error: {error}", file=sys.stderr)
             failed += 1
             continue
-        print(f"ok  {path}  ({kind} '{config.name}': {config.task.name}, loss {config.loss.name})")
+        print(f"ok  {path}  ({summary})")
     return ConfigError.exit_code if failed else 0
 
 
-def _kind(config: ExperimentConfig, path: Path) -> str:
-    """What running the config would start (a sweep's plan is built, so every trial is validated)."""
+def _summary(config: ExperimentConfig, path: Path) -> str:
+    """What running the config would start, e.g. "sweep of 12 trials 'x': pair_classification, losses ce,
+    dice" (a sweep's plan is built, so every trial is validated)."""
+    losses = [config.loss.name]
     if config.search is None:
-        return "trial"
-    from dicelab.sweeps.space import plan_sweep
+        kind = "trial"
+    else:
+        from dicelab.sweeps.space import plan_sweep
 
-    plan = plan_sweep(config, str(path))
-    if plan.racing is not None:
-        return f"seed race of at most {plan.num_trials} trials"
-    return f"sweep of {plan.num_trials} trials"
+        plan = plan_sweep(config, str(path))
+        losses = _swept_losses(plan) or losses
+        kind = (
+            f"seed race of at most {plan.num_trials} trials"
+            if plan.racing
+            else f"sweep of {plan.num_trials} trials"
+        )
+    word = "loss" if len(losses) == 1 else "losses"
+    return f"{kind} '{config.name}': {config.task.name}, {word} {', '.join(losses)}"
+
+
+def _swept_losses(plan: SweepPlan) -> list[str]:
+    """The losses a sweep runs, in the order declared: its branches' (`search.conditional`) or the values of
+    a `loss.name` dimension (a grid or a choice)."""
+    from dicelab.sweeps.space import LOSS_KEY
+
+    found: list[str] = []
+    for branch in plan.branches:
+        dimension = branch.dimensions.get(LOSS_KEY)
+        values = [branch.loss] if branch.loss is not None else []
+        if dimension is not None:
+            values = [str(value) for value in dimension.grid or dimension.choice or []]
+        found += [value for value in values if value not in found]
+    return found
