@@ -102,6 +102,43 @@ def test_override_into_a_value_is_an_error() -> None:
         apply_overrides({"name": "x"}, ["name.sub=1"])
 
 
+def test_overrides_reach_a_search_spaces_dotted_keys() -> None:
+    """`search.space` and `search.tied` are keyed by dotted config keys: `--set` paths into them as a user
+    writes it, a dimension's kind last (replacing the dimension), in a conditional space too."""
+    data = {
+        "name": "x",
+        "search": {
+            "space": {"loss.name": {"grid": ["ce"]}},
+            "conditional": {"dsc": {"space": {"loss.alpha": {"grid": [0.1]}}}},
+        },
+    }
+    done = apply_overrides(
+        data,
+        [
+            "search.space.loss.name.grid=[ce, dice, dsc]",
+            "search.space.train.learning_rate.loguniform=[1e-5, 1e-3]",
+            "search.conditional.dsc.space.loss.alpha.choice=[0.1, 0.5]",
+            "search.tied.loss.beta=1 - loss.alpha",
+            "search.max_concurrent=2",
+        ],
+    )
+    search = done["search"]
+    assert search["space"] == {
+        "loss.name": {"grid": ["ce", "dice", "dsc"]},
+        "train.learning_rate": {"loguniform": [1e-5, 1e-3]},
+    }
+    assert search["conditional"]["dsc"]["space"] == {"loss.alpha": {"choice": [0.1, 0.5]}}
+    assert search["tied"] == {"loss.beta": "1 - loss.alpha"} and search["max_concurrent"] == 2
+    assert data["search"]["space"] == {"loss.name": {"grid": ["ce"]}}  # the input is not changed
+    # a whole dimension, and a whole space, as YAML values
+    whole = apply_overrides(data, ["search.space.loss.gamma={grid: [1, 2]}", "search.space={}"])
+    assert whole["search"]["space"] == {}
+    assert apply_overrides(data, ["search.space.loss.gamma={grid: [1, 2]}"])["search"]["space"] == {
+        "loss.name": {"grid": ["ce"]},
+        "loss.gamma": {"grid": [1, 2]},
+    }
+
+
 def test_flatten_and_round_trip(tmp_path: Path) -> None:
     config = read_config(write(tmp_path, MINIMAL))
     flat = flatten_config(config)

@@ -75,9 +75,38 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    node = data
+DIMENSION_KINDS = ("grid", "choice", "uniform", "loguniform", "int")  # a search dimension's one key
+_KEYED_BY_CONFIG_KEY = ("space", "tied")  # search sections whose keys are dotted config keys themselves
+
+
+def override_target(key: str, value: Any) -> tuple[list[str], Any]:
+    """Where `--set KEY=VALUE` goes: the path of sections, and the value. The keys of `search.space` and
+    `search.tied` (also a `search.conditional.<loss>`'s) are dotted config keys themselves, so
+    `search.space.loss.alpha.grid=[0.1, 0.5]` sets the dimension `loss.alpha` to that grid (replacing what
+    it was) and `search.tied.loss.beta=1 - loss.alpha` the tied key `loss.beta`."""
     parts = key.split(".")
+    at = None  # the index of the section keyed by config keys
+    if parts[0] == "search" and len(parts) > 2 and parts[1] in _KEYED_BY_CONFIG_KEY:
+        at = 1
+    elif (
+        parts[0] == "search"
+        and len(parts) > 4
+        and parts[1] == "conditional"
+        and parts[3] in _KEYED_BY_CONFIG_KEY
+    ):
+        at = 3
+    if at is None:
+        return parts, value
+    section, rest = parts[: at + 1], parts[at + 1 :]
+    if section[-1] == "space" and len(rest) > 1 and rest[-1] in DIMENSION_KINDS:
+        return [*section, ".".join(rest[:-1])], {rest[-1]: value}
+    return [*section, ".".join(rest)], value
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any, parts: list[str] | None = None) -> None:
+    """Set `key` (dotted) in `data`, creating sections; `parts`: its path when not `key.split(".")`."""
+    node = data
+    parts = parts or key.split(".")
     for part in parts[:-1]:
         child = node.get(part)
         if child is None:
@@ -91,7 +120,9 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
     data = copy.deepcopy(data)
     for text in overrides or []:
-        set_dotted(data, *parse_override(text))
+        key, value = parse_override(text)
+        parts, value = override_target(key, value)
+        set_dotted(data, key, value, parts)
     return data
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DIMENSION_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
+from dicelab.config.reading import DIMENSION_KINDS
 
 
 class _Strict(BaseModel):
