@@ -28,7 +28,7 @@ from dicelab.analysis.observations import (
     VARIANT,
     VARIANT_ORDER,
     AnalysisOptions,
-    exclusion_counts,
+    exclusion_reasons,
     hyperparameter_columns,
     observations,
     paper_order,
@@ -374,10 +374,7 @@ def _arenas(obs: pd.DataFrame, baseline_key: str) -> Iterator[tuple[dict[str, An
 
 def _unusable(config: Configuration, options: AnalysisOptions) -> str:
     """ "`dsc · alpha=0.1` (3 degenerate)": a configuration none of whose trials counts, and why."""
-    counts = exclusion_counts(config.trials, options)
-    reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a value"))
-    why = ", ".join(f"{counts[key]} {word}" for key, word in reasons if counts[key])
-    return f"`{config.label}` ({why})"
+    return f"`{config.label}` ({exclusion_reasons(config.trials, options)})"
 
 
 def _matches(value: Any, wanted: str) -> bool:

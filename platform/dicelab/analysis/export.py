@@ -26,7 +26,7 @@ from dicelab.analysis.observations import (
     TASK,
     VARIANT,
     AnalysisOptions,
-    exclusion_counts,
+    exclusion_reasons,
     observations,
 )
 from dicelab.analysis.runs import RunSet, load_runs
@@ -66,8 +66,9 @@ def find_winner(
     options = options or AnalysisOptions()
     obs = observations(runs, options)
     if not obs["usable"].any():
+        why = exclusion_reasons(obs, options)  # "" without any trial
         raise DicelabError(
-            f"experiment {experiment!r} has no usable trial to choose from{_why_none(obs, options)}"
+            f"experiment {experiment!r} has no usable trial to choose from" + (f": {why}" if why else "")
         )
     label, rows, raced = _race_winner(runs, obs) or _decided_best(runs, obs, options)
     usable = rows[rows["usable"]]
@@ -87,14 +88,6 @@ def find_winner(
         race_winner=raced,
         config_yaml=_logged_config(runs.tracking_uri, run_id),
     )
-
-
-def _why_none(obs: pd.DataFrame, options: AnalysisOptions) -> str:
-    """Why no trial is usable, e.g. ": 3 failed, 1 degenerate"; "" when there is no trial at all."""
-    counts = exclusion_counts(obs, options)
-    reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a dev value"))
-    parts = [f"{counts[key]} {word}" for key, word in reasons if counts[key]]
-    return f": {', '.join(parts)}" if parts else ""
 
 
 def _decided_best(

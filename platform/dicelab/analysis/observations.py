@@ -89,6 +89,13 @@ def exclusion_counts(rows: pd.DataFrame, options: AnalysisOptions) -> dict[str, 
     }
 
 
+def exclusion_reasons(rows: pd.DataFrame, options: AnalysisOptions) -> str:
+    """Why trials of `rows` do not count, e.g. "3 failed, 1 degenerate" ("" when all of them count)."""
+    counts = exclusion_counts(rows, options)
+    reasons = (("n_failed", "failed"), ("n_degenerate", "degenerate"), ("n_missing", "without a value"))
+    return ", ".join(f"{counts[key]} {word}" for key, word in reasons if counts[key])
+
+
 def paper_order(name: str, preferred: tuple[str, ...]) -> tuple[int, str]:
     """Sort key: names in the paper's order first, the rest alphabetically."""
     return (preferred.index(name) if name in preferred else len(preferred), name)

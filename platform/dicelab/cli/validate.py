@@ -50,7 +50,7 @@ def _summary(config: ExperimentConfig, path: Path) -> str:
         losses = _swept_losses(plan) or losses
         kind = (
             f"seed race of at most {plan.num_trials} trials"
-            if plan.racing
+            if plan.racing is not None
             else f"sweep of {plan.num_trials} trials"
         )
     word = "loss" if len(losses) == 1 else "losses"
@@ -67,6 +67,6 @@ def _swept_losses(plan: SweepPlan) -> list[str]:
         dimension = branch.dimensions.get(LOSS_KEY)
         values = [branch.loss] if branch.loss is not None else []
         if dimension is not None:
-            values = [str(value) for value in dimension.grid or dimension.choice or []]
+            values = [str(value) for value in dimension.values or []]
         found += [value for value in values if value not in found]
     return found

@@ -18,6 +18,12 @@ CANONICAL_COLUMNS: dict[str, tuple[str, ...]] = {
     # extractive QA: answer_texts / answer_starts are lists (empty when unanswerable)
     "spans": ("id", "question", "context", "answer_texts", "answer_starts"),
 }
+# the gold among them: inputs to predict on may leave it out (read with gold=False)
+GOLD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "pairs": ("label",),
+    "tagging": ("tags",),
+    "spans": ("answer_texts", "answer_starts"),
+}
 
 
 @dataclass

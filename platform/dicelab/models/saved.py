@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from dicelab.config import ExperimentConfig
+from dicelab.data.base import GOLD_COLUMNS
 from dicelab.errors import DataError
 from dicelab.experiment import load_experiment
 from dicelab.models.bundle import (
@@ -33,16 +34,11 @@ from dicelab.models.bundle import (
 from dicelab.tasks import TASKS, Task
 from dicelab.tasks._batching import LengthOrderedBatches
 
-# The columns a prediction needs, per family, and the gold columns it can do without.
+# The columns a prediction needs, per family (GOLD_COLUMNS: the gold ones it can do without).
 INPUT_COLUMNS: dict[str, tuple[str, ...]] = {
     "pairs": ("text_a",),
     "tagging": ("tokens",),
     "spans": ("question", "context"),
-}
-GOLD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "pairs": ("label",),
-    "tagging": ("tags",),
-    "spans": ("answer_texts", "answer_starts"),
 }
 GOLD_FIELDS = {"pairs": "label", "tagging": "gold", "spans": "answers"}  # in the task's prediction records
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dicelab.data.base import CANONICAL_COLUMNS, Family
+from dicelab.data.base import CANONICAL_COLUMNS, GOLD_COLUMNS, Family
 from dicelab.data.iob import TagError, to_iob2
 from dicelab.data.provenance import Unit, origin_of, set_origin, where
 from dicelab.errors import ConfigError, DataError
@@ -42,14 +42,13 @@ KNOWN_COLUMNS: dict[Family, dict[str, tuple[str, ...]]] = {
     },
 }
 OPTIONAL_COLUMNS = {"text_b", "id", "answers", "answer_texts", "answer_starts"}
-# The gold columns, which only what is predicted on may leave out (`gold=False`): its frame then has none.
-GOLD_COLUMNS: dict[Family, frozenset[str]] = {
+# The source columns of the gold (`GOLD_COLUMNS` once canonical), which only what is predicted on may leave
+# out (`gold=False`): its frame then has none.
+GOLD_KEYS: dict[Family, frozenset[str]] = {
     "pairs": frozenset({"label"}),
     "tagging": frozenset({"tags"}),
     "spans": frozenset({"answers", "answer_texts", "answer_starts"}),
 }
-# ... and their canonical columns
-_GOLD_FIELDS = {"pairs": ("label",), "tagging": ("tags",), "spans": ("answer_texts", "answer_starts")}
 # Label columns of datasets whose label set is known to be {0, 1} (QQP, MRPC): a "7" there is an error,
 # not a second class. Readers that recognise such a file by its shape set BINARY_LABELS in table.attrs.
 BINARY_LABEL_COLUMNS = ("is_duplicate", "quality")
@@ -72,8 +71,8 @@ def to_canonical(
     found = resolve_columns(table, family, columns or {}, gold=gold)
     convert = {"pairs": _pairs, "tagging": _tagging, "spans": _spans}[family]
     frame = convert(table, found)
-    if not gold and all(found[key] is None for key in GOLD_COLUMNS[family]):
-        frame = frame.drop(columns=[c for c in frame.columns if c in _GOLD_FIELDS[family]])
+    if not gold and all(found[key] is None for key in GOLD_KEYS[family]):
+        frame = frame.drop(columns=list(GOLD_COLUMNS[family]))
     return set_origin(frame, origin, unit)
 
 
@@ -98,7 +97,7 @@ def resolve_columns(
                 )
             continue
         found[key] = next((by_name[name] for name in candidates if name in by_name), None)
-        if found[key] is None and key not in OPTIONAL_COLUMNS and (gold or key not in GOLD_COLUMNS[family]):
+        if found[key] is None and key not in OPTIONAL_COLUMNS and (gold or key not in GOLD_KEYS[family]):
             raise DataError(f"{origin_of(table)}: missing column {key!r} (found: {_names(table)})")
     answer_parts = (found["answer_texts"], found["answer_starts"]) if family == "spans" else ()
     if (
