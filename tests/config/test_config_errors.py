@@ -96,39 +96,48 @@ def test_overrides_errors_are_reported_with_the_files(tmp_path: Path) -> None:
     assert [line.split("'")[1] for line in lines] == ["model.dropuot", "train.epochs", "train.batch_size"]
 
 
-def test_validate_prints_every_error_of_every_config_and_exits_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\ntrain: {epochs: 0, learning_rate: -1e-4}\n")
-    worse = tmp_path / "worse.yaml"
-    worse.write_text("name: worse\nloss: {name: hinge}\n")
-    good = tmp_path / "good.yaml"
-    good.write_text("name: good\ntrain: {learning_rate: 3e-5}\n")
+@pytest.fixture
+def validate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """`dicelab validate` of configs given as name=YAML text, in that order: (exit code, stdout, stderr,
+    the configs' paths by name)."""
     monkeypatch.setattr(sys, "argv", sys.argv[:1])  # main() sets sys.argv: restored after the test
-    assert main(["validate", str(bad), str(worse), str(good)]) == 2
-    out, err = capsys.readouterr()
+
+    def run(**configs: str) -> tuple[int, str, str, dict[str, Path]]:
+        paths = {name: tmp_path / f"{name}.yaml" for name in configs}
+        for name, text in configs.items():
+            paths[name].write_text(text)
+        code = main(["validate", *map(str, paths.values())])
+        out, err = capsys.readouterr()
+        return code, out, err, paths
+
+    return run
+
+
+def test_validate_prints_every_error_of_every_config_and_exits_2(validate) -> None:
+    code, out, err, paths = validate(
+        bad="name: bad\ntrain: {epochs: 0, learning_rate: -1e-4}\n",
+        worse="name: worse\nloss: {name: hinge}\n",
+        good="name: good\ntrain: {learning_rate: 3e-5}\n",
+    )
+    assert code == 2
     assert err.splitlines() == [
-        f"dicelab validate: error: {bad}: 2 config errors:",
+        f"dicelab validate: error: {paths['bad']}: 2 config errors:",
         "  config key 'train.epochs': Input should be greater than or equal to 1 (got 0)",
         "  config key 'train.learning_rate': Input should be greater than 0 (got -0.0001)",
-        f"dicelab validate: error: {worse}: config key 'loss.name': unknown loss 'hinge' "
+        f"dicelab validate: error: {paths['worse']}: config key 'loss.name': unknown loss 'hinge' "
         + err.split("unknown loss 'hinge' ", 1)[1].splitlines()[0],
     ]
-    assert out.startswith(f"ok  {good}  (trial 'good'")
+    assert out.startswith(f"ok  {paths['good']}  (trial 'good'")
 
 
-def test_validate_names_the_losses_a_sweep_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_validate_names_the_losses_a_sweep_runs(validate) -> None:
     """Not the base config's loss alone: a sweep over losses says which it runs."""
-    over_losses = tmp_path / "losses.yaml"
-    over_losses.write_text("name: losses\nsearch: {space: {loss.name: {grid: [ce, dice, dsc]}}}\n")
-    one_loss = tmp_path / "alpha.yaml"
-    one_loss.write_text("name: alpha\nloss: {name: dsc}\nsearch: {space: {loss.alpha: {grid: [0.1, 0.5]}}}\n")
-    monkeypatch.setattr(sys, "argv", sys.argv[:1])
-    assert main(["validate", str(over_losses), str(one_loss)]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        f"ok  {over_losses}  (sweep of 3 trials 'losses': pair_classification, losses ce, dice, dsc)",
-        f"ok  {one_loss}  (sweep of 2 trials 'alpha': pair_classification, loss dsc)",
+    code, out, _, paths = validate(
+        losses="name: losses\nsearch: {space: {loss.name: {grid: [ce, dice, dsc]}}}\n",
+        alpha="name: alpha\nloss: {name: dsc}\nsearch: {space: {loss.alpha: {grid: [0.1, 0.5]}}}\n",
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        f"ok  {paths['losses']}  (sweep of 3 trials 'losses': pair_classification, losses ce, dice, dsc)",
+        f"ok  {paths['alpha']}  (sweep of 2 trials 'alpha': pair_classification, loss dsc)",
     ]
