@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dicelab.data import read_split_file
+from dicelab.data.readers import read_table
 from dicelab.errors import ConfigError, DataError
 
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
@@ -120,6 +121,30 @@ def test_inputs_to_predict_on_may_leave_out_the_label_and_get_no_label_column(wr
     assert labelled["label"].tolist() == ["1", "0"]  # gold that is there is read
     with pytest.raises(DataError, match=r"missing column 'label'"):
         read_split_file(write("train.tsv", test_tsv))
+
+
+def test_a_mapped_label_column_may_be_missing_from_inputs_to_predict_on(write):
+    """A model trained with `data.columns` reads inputs with the same mapping, which names the gold too."""
+    mapped = {"text_a": "left", "text_b": "right", "label": "gold"}
+    frame = read_split_file(write("new.csv", "left,right\na,b\n"), columns=mapped, gold=False)
+    assert frame.to_dict(orient="records") == [{"text_a": "a", "text_b": "b"}]
+    with pytest.raises(DataError, match=r"missing column 'gold'"):
+        read_split_file(write("train.csv", "left,right\na,b\n"), columns=mapped)
+
+
+def test_a_table_in_memory_is_read_as_a_file_with_its_usual_names():
+    glue = pd.DataFrame({"sentence1": ["A cat sat.", "x"], "sentence2": ["A cat was sitting.", None]})
+    frame = read_table(glue, "pairs", gold=False)
+    assert frame.to_dict(orient="records") == [
+        {"text_a": "A cat sat.", "text_b": "A cat was sitting."},
+        {"text_a": "x", "text_b": ""},
+    ]
+    qqp = pd.DataFrame({"question1": ["q"], "question2": ["r"], "is_duplicate": [1]}, index=[7])
+    assert read_table(qqp, "pairs").to_dict(orient="records") == [
+        {"text_a": "q", "text_b": "r", "label": "1"}
+    ]
+    with pytest.raises(DataError, match=r"^frame: missing column 'text_a' \(found: left\)"):
+        read_table(pd.DataFrame({"left": ["a"]}), "pairs", origin="frame")
 
 
 def test_missing_mapped_column(write):

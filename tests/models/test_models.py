@@ -11,9 +11,12 @@ import mlflow.pyfunc
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
+from mlflow.pyfunc.scoring_server import infer_and_parse_data
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from dicelab.cli import main
+from dicelab.data import load_raw_dataset
+from dicelab.errors import DataError
 from dicelab.models import load_model, log_model, save_model_dir
 from dicelab.models.publishing import MODEL_TAG
 
@@ -170,6 +173,58 @@ def test_an_input_file_without_gold_gets_the_same_predictions(task, layout, save
     assert run_cli(trial.result.model_uri, path, "--out", out, "--tracking-uri", trial.store) == 0
     predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert_same_predictions(task, predicted, trial.logged_predictions, gold=False)
+
+
+def test_pyfunc_reads_a_frame_in_the_datas_own_column_names_and_one_example_as_a_dict(saved_trials):
+    """What a client has at hand: GLUE's sentence1 / sentence2 (the hub's names), one example served as
+    `{"inputs": {...}}`; without a column it could use, the error names the names it looks for."""
+    trial = saved_trials["pair_classification"]
+    dev = trial.inputs.dev_frame
+    glue = pd.DataFrame({"sentence1": dev["text_a"], "sentence2": dev["text_b"]})
+    with _use_tracking_uri(trial.store):
+        model = mlflow.pyfunc.load_model(trial.result.model_uri)
+        from_glue = model.predict(glue).to_dict(orient="records")
+        example = {"sentence1": dev["text_a"][3], "sentence2": dev["text_b"][3]}
+        one = model.predict(example)
+        # what `mlflow models serve` hands the model for {"inputs": {...}}: numpy strings
+        served = model.predict(infer_and_parse_data({"inputs": example}))
+        with pytest.raises(DataError, match=r"no column 'text_a' or sentence1, question1, .*\(found: left\)"):
+            model.predict(pd.DataFrame({"left": dev["text_a"]}))
+    assert_same_predictions("pair_classification", from_glue, trial.logged_predictions, gold=False)
+    expected = {**trial.logged_predictions[3], "index": 0}
+    for single in (one, served):
+        assert_same_predictions(
+            "pair_classification", single.to_dict(orient="records"), [expected], gold=False
+        )
+
+
+def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_named_alike(
+    workspace, store, tmp_path
+):
+    """`data.columns` maps a team's CSV onto the canonical columns: new data in the same layout, without its
+    gold column, is read with the same mapping by `dicelab predict` and the pyfunc model."""
+    source = load_raw_dataset(trial_config("pair_classification", workspace / "cache"), "pairs")
+    layout = {"text_a": "query", "text_b": "passage", "label": "relevant"}
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev"):
+        source.splits[split].rename(columns=layout).to_csv(data / f"{split}.csv", index=False)
+    config = trial_config(
+        "pair_classification", workspace / "cache", "data.source=local", f"data.path={data}",
+        "data.columns={text_a: query, text_b: passage, label: relevant}",
+    )  # fmt: skip
+    trial = run_saved_trial(store, config, tmp_path / "trial")
+    inputs = source.splits["dev"].rename(columns=layout).drop(columns=["relevant"])
+    new = tmp_path / "new.csv"
+    inputs.to_csv(new, index=False)
+    out = tmp_path / "out.jsonl"
+    assert run_cli(trial.result.model_uri, new, "--out", out, "--tracking-uri", store) == 0
+    predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions("pair_classification", predicted, trial.logged_predictions, gold=False)
+    model = load_model(trial.result.model_uri, tracking_uri=store)
+    assert_same_predictions(
+        "pair_classification", model.predict(inputs), trial.logged_predictions, gold=False
+    )
 
 
 @pytest.mark.parametrize(

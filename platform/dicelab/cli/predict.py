@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_model(args.model, tracking_uri=tracking_uri, device=device)
-    frame = read_input(source, model.family, model.task_name, args.format)
+    frame = read_input(source, model.family, model.task_name, args.format, model.config.data.columns)
     records = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet)
     lines = "".join(json.dumps(record, ensure_ascii=False, default=str) + "\n" for record in records)
     if args.out is None:

@@ -8,7 +8,9 @@ column.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -20,11 +22,24 @@ from dicelab.models.saved import INPUT_COLUMNS
 FAMILY_DATA = {"pairs": "sentence pairs", "tagging": "tagged tokens", "spans": "questions with contexts"}
 
 
-def read_input(path: Path, family: str, task_name: str, format: str = "auto") -> pd.DataFrame:
-    """The examples of `path` in the canonical columns of `family` (gold columns when the file has them)."""
+def read_input(
+    path: Path,
+    family: str,
+    task_name: str,
+    format: str = "auto",
+    columns: Mapping[str, str | int] | None = None,
+) -> pd.DataFrame:
+    """The examples of `path` in the canonical columns of `family` (gold columns when the file has them).
+
+    `columns`: the trial's `data.columns`, so that a file laid out as its training data is read the same way;
+    a file in the usual names is read too.
+    """
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     try:
+        if columns:
+            with contextlib.suppress(DataError):
+                return _read(path, family, format, columns)
         return _read(path, family, format)
     except DataError as error:
         other = _other_family(path, family, format)
@@ -37,9 +52,11 @@ def read_input(path: Path, family: str, task_name: str, format: str = "auto") ->
         raise error from None
 
 
-def _read(path: Path, family: str, format: str) -> pd.DataFrame:
+def _read(
+    path: Path, family: str, format: str, columns: Mapping[str, str | int] | None = None
+) -> pd.DataFrame:
     try:
-        return read_split_file(path, family, format, gold=False)  # type: ignore[arg-type]
+        return read_split_file(path, family, format, columns, gold=False)  # type: ignore[arg-type]
     except DataError:
         # BERT-MRC's JSON (mrc-ner.test) is a .json file the suffix alone does not tell from JSON lines
         if format == "auto" and family == "tagging" and path.suffix.lower() == ".json":

@@ -29,6 +29,18 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
+        frame = model_input if isinstance(model_input, pd.DataFrame) else _frame(model_input)
         batch_size = (params or {}).get("batch_size")
         return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
+
+
+def _frame(model_input: Any) -> pd.DataFrame:
+    """Records, a dict of columns, or one example as a dict of strings (served as `{"inputs": {...}}`)."""
+    if isinstance(model_input, dict) and all(not _is_sequence(value) for value in model_input.values()):
+        return pd.DataFrame([model_input])
+    return pd.DataFrame(model_input)
+
+
+def _is_sequence(value: Any) -> bool:
+    # served JSON arrives as numpy arrays: a string is a 0-d one
+    return isinstance(value, list | tuple) or getattr(value, "ndim", 0) > 0

@@ -20,6 +20,7 @@ from torch import nn
 
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import GOLD_COLUMNS
+from dicelab.data.readers import KNOWN_COLUMNS, read_table
 from dicelab.errors import DataError
 from dicelab.experiment import load_experiment
 from dicelab.models.bundle import (
@@ -84,16 +85,12 @@ class SavedModel:
     def complete(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
         """`frame` with every column the task encodes (placeholders for absent gold) and whether it had gold.
 
-        Raises DataError naming the first missing input column.
+        Its columns are found as a data file's are: the canonical names, the trial's `data.columns`, or the
+        usual names such as GLUE's sentence1 / sentence2. Raises DataError naming the first missing input
+        column.
         """
         family = self.family
-        missing = [column for column in INPUT_COLUMNS[family] if column not in frame.columns]
-        if missing:
-            found = ", ".join(map(str, frame.columns)) or "no columns"
-            raise DataError(
-                f"input has no column {missing[0]!r}, which a {self.task_name} model needs (found: {found})"
-            )
-        frame = frame.reset_index(drop=True)
+        frame = self._canonical(frame)
         has_gold = all(column in frame.columns for column in GOLD_COLUMNS[family])
         filled = frame.copy()
         if family == "pairs":
@@ -110,6 +107,32 @@ class SavedModel:
                 filled["answer_texts"] = [[] for _ in range(len(filled))]
                 filled["answer_starts"] = [[] for _ in range(len(filled))]
         return filled, has_gold
+
+    def _canonical(self, frame: pd.DataFrame) -> pd.DataFrame:
+        family = self.family
+        lowered = {str(name).strip().lower() for name in frame.columns}
+        # The trial's own column names, where this frame has them (positions are a file's, not a frame's).
+        columns = {
+            key: name
+            for key, name in self.config.data.columns.items()
+            if isinstance(name, str) and name.strip().lower() in lowered
+        }
+        for column in INPUT_COLUMNS[family]:
+            names = (columns[column],) if column in columns else KNOWN_COLUMNS[family][column]
+            if not any(name.strip().lower() in lowered for name in names):
+                found = ", ".join(map(str, frame.columns)) or "no columns"
+                configured = self.config.data.columns.get(column)
+                others = [str(configured)] if isinstance(configured, str) else []
+                others += [name for name in KNOWN_COLUMNS[family][column] if name not in (column, *others)]
+                also = f" or {', '.join(others)}" if others else ""
+                raise DataError(
+                    f"input has no column {column!r}{also}, which a {self.task_name} model needs "
+                    f"(found: {found})"
+                )
+        canonical = read_table(frame, family, columns, gold=False)
+        if len(canonical) != len(frame):  # the reader leaves out sentences without tokens
+            raise DataError("input has a row without tokens: a tagging model predicts on tokens")
+        return canonical
 
 
 class ProgressBatches(LengthOrderedBatches):

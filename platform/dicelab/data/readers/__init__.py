@@ -1,11 +1,21 @@
 """Reading one split file (TSV, CSV, JSONL, Parquet, CoNLL, SQuAD or MRC-NER JSON) into canonical columns."""
 
+from dicelab.data.readers._canonical import KNOWN_COLUMNS
 from dicelab.data.readers._reading import (
     FILE_SUFFIXES,
     FORMAT_FAMILIES,
     detect_format,
     read_located,
     read_split_file,
+    read_table,
 )
 
-__all__ = ["FILE_SUFFIXES", "FORMAT_FAMILIES", "detect_format", "read_located", "read_split_file"]
+__all__ = [
+    "FILE_SUFFIXES",
+    "FORMAT_FAMILIES",
+    "KNOWN_COLUMNS",
+    "detect_format",
+    "read_located",
+    "read_split_file",
+    "read_table",
+]

@@ -91,7 +91,7 @@ def resolve_columns(
     for key, candidates in known.items():
         if key in columns:
             found[key] = _lookup(table, by_name, columns[key])
-            if found[key] is None:
+            if found[key] is None and (gold or key not in GOLD_KEYS[family]):
                 raise DataError(
                     f"{origin_of(table)}: missing column {columns[key]!r} (found: {_names(table)})"
                 )

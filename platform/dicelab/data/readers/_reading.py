@@ -92,3 +92,18 @@ def read_located(
     if table.columns.empty:  # an empty file: no rows and no header
         return set_origin(pd.DataFrame(columns=list(CANONICAL_COLUMNS[family])), str(path), unit)
     return to_canonical(table, family, columns, str(path), unit, gold=gold)
+
+
+def read_table(
+    table: pd.DataFrame,
+    family: Family,
+    columns: Mapping[str, ColumnKey] | None = None,
+    *,
+    origin: str = "input",
+    gold: bool = True,
+) -> pd.DataFrame:
+    """An in-memory table in the canonical columns of `family`, found as in a file (`columns`, else the usual
+    names: GLUE's sentence1 / sentence2, QQP's question1 / question2, the hub's ner_tags ...); errors name
+    `origin` and the row's position."""
+    table = table.reset_index(drop=True)
+    return to_canonical(table, family, columns, origin, "row", gold=gold).reset_index(drop=True)
