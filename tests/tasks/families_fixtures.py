@@ -2,8 +2,9 @@
 
 Each family's model is built from its config class (hidden size 32, 2 layers) and its tokenizer is the
 family's own transformers tokenizer class over a vocabulary trained offline with `tokenizers` on the given
-texts (WordPiece for BERT / DistilBERT / ELECTRA, byte-level BPE for RoBERTa, Unigram for ALBERT /
-DeBERTa-v2 / XLNet), with the family's special tokens and ids, padding side and segment ids. Saved with
+texts (WordPiece for BERT / DistilBERT / ELECTRA, byte-level BPE for RoBERTa and ModernBERT, Unigram for
+ALBERT / DeBERTa-v2 / XLNet / XLM-RoBERTa), with the family's special tokens and ids, padding side and
+segment ids. Saved with
 `save_pretrained`, a directory loads through the same AutoTokenizer / AutoModel path as a hub id
 (`model.backbone: <directory>`): nothing is downloaded.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
     AlbertConfig,
     AlbertTokenizer,
@@ -29,8 +30,12 @@ from transformers import (
     DistilBertTokenizer,
     ElectraConfig,
     ElectraTokenizer,
+    ModernBertConfig,
+    PreTrainedTokenizerFast,
     RobertaConfig,
     RobertaTokenizer,
+    XLMRobertaConfig,
+    XLMRobertaTokenizer,
     XLNetConfig,
     XLNetTokenizer,
 )
@@ -93,7 +98,35 @@ def _tokenizer(model_type: str, texts: list[str]) -> Any:
         return DebertaV2Tokenizer(vocab=vocab, unk_id=3)
     if model_type == "xlnet":
         return XLNetTokenizer(vocab=_unigram(texts, XLNET_SPECIALS, "<unk>"), unk_id=0)
+    if model_type == "xlm-roberta":  # SentencePiece with fairseq's ids: <s> 0, <pad> 1, </s> 2, <unk> 3
+        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        return XLMRobertaTokenizer(vocab=_unigram(texts, specials, "<unk>"))
+    if model_type == "modernbert":
+        return _modernbert_tokenizer(texts)
     raise ValueError(model_type)
+
+
+def _modernbert_tokenizer(texts: list[str]) -> Any:
+    """ModernBERT's layout: a byte-level BPE (OLMo's) in a generic fast tokenizer, with BERT's [CLS] / [SEP]
+    template and no segment ids among its model inputs."""
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    vocab, merges = _byte_bpe(texts, specials)
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    cls, sep = ("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[cls, sep]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "attention_mask"],
+    )
 
 
 def _config(model_type: str, tokenizer: Any) -> Any:
@@ -122,11 +155,39 @@ def _config(model_type: str, tokenizer: Any) -> Any:
             type_vocab_size=0,
         ),
         "xlnet": lambda: XLNetConfig(**common, d_model=32, n_layer=2, n_head=2, d_inner=64),
+        "xlm-roberta": lambda: XLMRobertaConfig(
+            **common, **SIZES, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1
+        ),
+        # rotary positions, alternating global and local (sliding-window) attention, no segment embeddings
+        "modernbert": lambda: ModernBertConfig(
+            **common,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=MAX_POSITIONS,
+            global_attn_every_n_layers=2,
+            local_attention=16,
+            cls_token_id=tokenizer.cls_token_id,
+            sep_token_id=tokenizer.sep_token_id,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+        ),
     }
     return configs[model_type]()
 
 
-FAMILY_MODEL_TYPES = ("albert", "bert", "deberta-v2", "distilbert", "electra", "roberta", "xlnet")
+FAMILY_MODEL_TYPES = (
+    "albert",
+    "bert",
+    "deberta-v2",
+    "distilbert",
+    "electra",
+    "modernbert",
+    "roberta",
+    "xlm-roberta",
+    "xlnet",
+)
 
 
 def save_backbone(model_type: str, texts: list[str], directory: Path, seed: int = 0) -> Path:

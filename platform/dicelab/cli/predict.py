@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     from dicelab.models.loading import load_model
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.quiet:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()  # "Loading weights" of a pretrained encoder
     model = load_model(args.model, tracking_uri=tracking_uri, device=device)
     frame = read_input(source, model.family, model.task_name, args.format, model.config.data.columns)
     records = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet)

@@ -59,6 +59,8 @@ for _family in (
     BackboneFamily("electra", "first", by_type_vocabulary),
     BackboneFamily("deberta-v2", "first", by_type_vocabulary),
     BackboneFamily("xlnet", "last", always),  # relative segment encoding: no table, but segments matter
+    BackboneFamily("xlm-roberta", "first", by_type_vocabulary),
+    BackboneFamily("modernbert", "first", never),  # its encoder takes no token_type_ids at all
 ):
     FAMILIES.register(_family.model_type)(_family)
 
