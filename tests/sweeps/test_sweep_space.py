@@ -302,6 +302,14 @@ def test_invalid_search_sections_are_config_errors_naming_the_key(search, names)
     assert names in config_error(search)
 
 
+def test_a_grid_under_a_sampling_algorithm_says_what_to_use_instead():
+    message = config_error(
+        {"algorithm": "optuna", "num_samples": 4, "space": {"train.batch_size": {"grid": [8, 16]}}}
+    )
+    expected = "grid is not allowed with algorithm optuna (use choice, or search.algorithm: grid)"
+    assert message.endswith(expected), message
+
+
 def test_a_bad_value_in_a_grid_is_caught_before_any_trial_runs():
     message = config_error({"space": {"loss.alpha": {"grid": [0.3, -0.5]}}}, loss={"name": "tversky"})
     assert "loss.alpha" in message and "search point" in message and "-0.5" in message

@@ -53,7 +53,11 @@ class SearchAlgorithm:
                 fail("search.space.loss.name", f"grid is not allowed with algorithm {self.name} (use choice)")
             for where, dimension in declared.items():
                 if dimension.grid is not None:
-                    fail(where, f"grid is not allowed with algorithm {self.name} (use choice, or grid)")
+                    fail(
+                        where,
+                        f"grid is not allowed with algorithm {self.name} "
+                        "(use choice, or search.algorithm: grid)",
+                    )
         if search.num_samples is None:
             fail("search.num_samples", f"is required with algorithm {self.name} (configurations to sample)")
 
