@@ -137,6 +137,25 @@ def test_squad_v2_unanswerable(write):
     assert frame.loc[0, "answer_texts"] == [] and frame.loc[0, "answer_starts"] == []
 
 
+def test_squad_questions_without_answers_are_inputs_to_predict_on(write):
+    """gold=False (`dicelab predict`): questions to answer carry no `answers`; training data still needs them,
+    and a file in which only some questions have them is refused either way."""
+    qas = [{"id": "q1", "question": "What is Oslo?"}, {"id": "q2", "question": "Of what?"}]
+    frame = read_split_file(write("test.json", squad("v2.0", qas)), family="spans", gold=False)
+    assert frame.to_dict(orient="records") == [
+        {"id": "q1", "question": "What is Oslo?", "context": "Oslo is the capital of Norway."},
+        {"id": "q2", "question": "Of what?", "context": "Oslo is the capital of Norway."},
+    ]
+    with pytest.raises(DataError, match=r"train\.json: question 1: missing SQuAD field 'answers'"):
+        read_split_file(write("train.json", squad("v2.0", qas)), family="spans")
+    mixed = [qas[0], {**qas[1], "answers": [{"text": "Norway", "answer_start": 23}]}]
+    with pytest.raises(DataError, match=r"mixed\.json: question 1: missing SQuAD field 'answers'"):
+        read_split_file(write("mixed.json", squad("v2.0", mixed)), family="spans", gold=False)
+    impossible = [{**qas[0], "is_impossible": True}, {**qas[1], "answers": []}]  # gold: no answer
+    gold = read_split_file(write("dev.json", squad("v2.0", impossible)), family="spans", gold=False)
+    assert gold["answer_texts"].tolist() == [[], []]
+
+
 def test_squad_wrong_offset_names_the_question(write):
     qas = [{"id": "q9", "question": "Of what?", "answers": [{"text": "Norway", "answer_start": 22}]}]
     with pytest.raises(DataError, match=r"dev\.json: question 'q9': answer 'Norway' is not at offset 22"):

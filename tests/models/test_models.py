@@ -157,10 +157,12 @@ def test_unlabelled_json_lines_get_the_same_predictions_without_gold(saved_trial
         ("pair_classification", "glue_test.tsv"),
         ("pair_classification", "parquet"),
         ("token_tagging", "parquet"),
+        ("span_extraction", "squad.json"),
     ],
 )
 def test_an_input_file_without_gold_gets_the_same_predictions(task, layout, saved_trials, tmp_path):
-    """Files of inputs only, in any format the family reads: GLUE's test TSVs have no label column."""
+    """Files of inputs only, in any format the family reads: GLUE's test TSVs have no label column, SQuAD
+    JSON of questions to answer no `answers`."""
     trial = saved_trials[task]
     frame = trial.inputs.dev_frame.drop(columns=[c for c in GOLD_COLUMNS if c in trial.inputs.dev_frame])
     path = tmp_path / f"in.{layout.rsplit('.', 1)[-1]}"
@@ -168,6 +170,12 @@ def test_an_input_file_without_gold_gets_the_same_predictions(task, layout, save
         glue = frame.rename(columns={"text_a": "#1 String", "text_b": "#2 String"})
         glue.insert(0, "index", range(len(glue)))
         glue.to_csv(path, sep="\t", index=False)
+    elif layout == "squad.json":
+        paragraphs = [
+            {"context": row.context, "qas": [{"id": row.id, "question": row.question}]}
+            for row in frame.itertuples()
+        ]
+        path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": paragraphs}]}))
     else:
         frame.to_parquet(path)
     out = tmp_path / "out.jsonl"

@@ -88,7 +88,7 @@ def read_located(
     elif format == "mrc_ner":
         table, unit, columns = read_mrc_ner(path), "row", {}
     else:
-        table, unit = read_squad(path), "question"
+        table, unit = read_squad(path, gold=gold), "question"
     if table.columns.empty:  # an empty file: no rows and no header
         return set_origin(pd.DataFrame(columns=list(CANONICAL_COLUMNS[family])), str(path), unit)
     return to_canonical(table, family, columns, str(path), unit, gold=gold)
