@@ -176,6 +176,8 @@ def test_baseline_option_chooses_the_reference_and_rejects_unknown_keys(runs):
     assert set(focal.loc[focal["against"] == "baseline", "reference"]) == {"focal"}
     with pytest.raises(DicelabError, match=r"'loss\.nope'"):
         decisions(runs, AnalysisOptions(baseline="loss.nope=1"))
+    with pytest.raises(DicelabError, match=r"'lossname' \(did you mean 'loss\.name'\?\)$"):
+        decisions(runs, AnalysisOptions(baseline="lossname=ce"))
     with pytest.raises(DicelabError, match="KEY=VALUE"):
         AnalysisOptions(baseline="ce")
 
@@ -209,6 +211,11 @@ def test_cli_prints_the_decision_and_rejects_a_bad_baseline(runs, module_trackin
     assert main([*args, "--out", str(tmp_path / "b"), "--baseline", "nope"]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "KEY=VALUE" in error
+    # a baseline no configuration has: said on the console too, not only in the report
+    assert main([*args, "--out", str(tmp_path / "c"), "--baseline", "loss.name=wce"]) == 0
+    printed = capsys.readouterr().out
+    assert "note: decide / pair_classification / f1" in printed
+    assert "no configuration with loss.name=wce; compared with the best only" in printed
 
 
 def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):

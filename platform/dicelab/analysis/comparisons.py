@@ -10,6 +10,7 @@ over the arena's whole family of comparisons; a comparison not decided says how 
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -133,8 +134,10 @@ def decisions_from_observations(
     """`finder`: one built on the same observations and options, whose configurations are reused."""
     key = options.baseline_key
     if len(obs) and key not in obs:
-        known = ", ".join(c for c in [LOSS, VARIANT, *runs.param_columns] if c in obs and c != SEED)
-        raise DicelabError(f"--baseline {options.baseline}: no trial has a param {key!r} (params: {known})")
+        known = list(dict.fromkeys(c for c in [LOSS, VARIANT, *runs.param_columns] if c in obs and c != SEED))
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"params: {', '.join(known)}"
+        raise DicelabError(f"--baseline {options.baseline}: no trial has a param {key!r} ({hint})")
     rows: list[dict[str, Any]] = []
     arenas: list[dict[str, Any]] = []
     notes: list[str] = []

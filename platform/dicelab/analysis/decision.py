@@ -114,6 +114,7 @@ def decision_lines(
         f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
         f"{minimum_pairs(options)} pairs; details in the report)"
     )
+    lines += [f"  note: {_plain(note)}" for note in decisions.notes]  # a --baseline no configuration has
     for race in races:
         lines.append(f"  seed race {race.sweep_id}: {race.decision}")
     return lines
