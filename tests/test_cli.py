@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -51,6 +52,33 @@ def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "'train.lr'" in lines[0] and "learning_rate" in lines[0]
+
+
+def test_output_into_a_pipe_whose_reader_left_ends_quietly(tmp_path: Path) -> None:
+    """`dicelab analyze ... | head`: the reader goes before the command's last line; exit 141 as a command
+    stopped by SIGPIPE, no traceback."""
+    config = tmp_path / "ok.yaml"
+    config.write_text("name: ok\n")
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before the command writes a byte
+    try:
+        result = subprocess.run(
+            [*DICELAB, "validate", str(config)], stdout=writer, stderr=subprocess.PIPE, text=True, timeout=300
+        )
+    finally:
+        os.close(writer)
+    assert result.returncode == 141 and result.stderr == ""
+
+
+def test_a_broken_pipe_of_a_connection_is_not_taken_for_the_consoles(monkeypatch, capsys) -> None:
+    import dicelab.cli.validate as command
+
+    def run(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")  # e.g. a tracking server's socket
+
+    monkeypatch.setattr(command, "run", run)
+    with pytest.raises(BrokenPipeError):
+        dispatch.main(["validate", "x.yaml"])
 
 
 def test_unreadable_config_exit_code_2(tmp_path: Path) -> None:

@@ -182,6 +182,15 @@ def test_baseline_option_chooses_the_reference_and_rejects_unknown_keys(runs):
         AnalysisOptions(baseline="ce")
 
 
+def test_a_metric_no_trial_logged_is_an_error_naming_the_logged_ones(runs):
+    """--metric f2 on trials that logged f1: a typo, not a sweep whose every trial lacks a value."""
+    with pytest.raises(DicelabError, match=r"^--metric f2: no trial logged best_dev_f2 \(the trials' dev m"):
+        decisions(runs, AnalysisOptions(metric="f2"))
+    with pytest.raises(DicelabError, match=r"no trial logged dev_f2 \(the trials' dev metrics: .*f1"):
+        decisions(runs, AnalysisOptions(metric="f2", use="final"))
+    assert len(decisions(runs, AnalysisOptions(metric="f1")).comparisons)
+
+
 def test_the_report_opens_with_the_decision(runs, tmp_path):
     report = build_report(runs, tmp_path / "decide", log_to_mlflow=False)
     markdown = report.markdown.read_text(encoding="utf-8")

@@ -114,6 +114,8 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     Metrics whose values all lie in [0, 1] are shown in percent, like the paper's tables.
     """
     frame = runs.trials.copy()
+    if options.metric:
+        _check_metric(frame, options)
     for key in (TASK, VARIANT, LOSS):
         frame[key] = frame[key].fillna(MISSING_LABEL).astype(str) if key in frame else MISSING_LABEL
     frame["metric"] = _resolved_metric(frame, options)
@@ -147,6 +149,18 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     frame["value"] = np.where(finite, raw, math.nan) * frame["scale"].to_numpy()
     frame["unit"] = np.where(frame["scale"] == 100.0, "%", "")
     return frame
+
+
+def _check_metric(frame: pd.DataFrame, options: AnalysisOptions) -> None:
+    """A --metric that no trial logged, while trials logged others, is a typo, not a sweep of failures."""
+    prefix = options.column("")
+    logged: set[str] = set().union(*(metrics for metrics in frame["logged_metrics"] if metrics))
+    found = sorted(name.removeprefix(prefix) for name in logged if name.startswith(prefix))
+    if found and options.metric not in found:
+        raise DicelabError(
+            f"--metric {options.metric}: no trial logged {options.column(options.metric)} "
+            f"(the trials' dev metrics: {', '.join(found)})"
+        )
 
 
 def _resolved_metric(frame: pd.DataFrame, options: AnalysisOptions) -> pd.Series:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
+import os
+import select
 import signal
 import sys
 
@@ -79,3 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dicelab {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # a connection's, not the console's
+        return 141  # as a command stopped by SIGPIPE: the reader of stdout left (`dicelab ... | head`)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the write end then polls as an error); if so, stdout
+    is pointed at /dev/null, so that Python's flush at exit does not report the same broken pipe again."""
+    try:
+        descriptor = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(descriptor, select.POLLOUT)
+        widowed = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file behind stdout (captured in memory)
+        return False
+    if widowed:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+    return widowed
