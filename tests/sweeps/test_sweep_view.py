@@ -3,18 +3,22 @@ a trial that failed for good shows the evaluations it made, no metric, and ranks
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 from typing import Any
 
+from mlflow import MlflowClient
 from ray.tune.experiment import Trial
 from rich.console import Console
 
 from dicelab.experiment import experiment_from_dict
+from dicelab.sweeps import records
 from dicelab.sweeps.algorithms import POINT_KEY
 from dicelab.sweeps.callbacks import SweepView, TrialRecords
 from dicelab.sweeps.space import plan_sweep
 from dicelab.sweeps.trainable import FAILED_RESULT, SweepContext
+from dicelab.tracking import conventions as names
 
 
 def _context() -> SweepContext:
@@ -72,3 +76,32 @@ def test_a_failed_trial_shows_its_evaluations_no_metric_and_ranks_last():
     assert by_trial["t_nonfinite"][3:] == ["1", "", "0.5500"]  # its NaN closing result is no evaluation
     assert by_trial["t_failed"][3:] == ["0", "", ""]  # refused before its first evaluation
     assert [row[0] for row in cells] == ["t_completed", "t_nonfinite", "t_failed"]  # best first
+
+
+def test_after_a_resume_the_trials_that_ended_before_show_their_runs_best_and_rank_by_it(tmp_path):
+    """A --resume's driver saw no result of the trials that had ended: their best comes from their runs'
+    best_dev_<metric>, as their outcome does, so the table ranks them as the first driver's did."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(store)
+    experiment_id = client.create_experiment("view")
+    context = dataclasses.replace(_context(), experiment_id=experiment_id, tracking_uri=store)
+    for trial_id, best in (("t_lower", 0.64), ("t_higher", 0.71)):
+        run_id = records.create_trial_run(
+            client, experiment_id, run_name=trial_id, parent_run_id="parent-id",
+            tags=context.trial_tags(trial_id), params={},
+        )  # fmt: skip
+        client.log_metric(run_id, names.best_metric("f1"), best)
+        client.log_metric(run_id, names.dev_metric("f1"), best - 0.05)
+        client.set_tag(run_id, names.OUTCOME, names.COMPLETED)
+        client.set_terminated(run_id, "FINISHED")
+    trial_records = TrialRecords(context, "fifo")
+    trial_records.setup()
+    view = SweepView(context, trial_records, "MLflow: nowhere")
+    lower = _trial("t_lower", 1.0e-3, [{"dev_f1": 0.59}])  # restored by Tune: its last result only
+    higher = _trial("t_higher", 1.0e-3, [{"dev_f1": 0.66}])
+
+    cells = [[cell.strip() for cell in row.strip("│").split("│")] for row in _rows(view, [lower, higher])]
+    assert [(row[0], row[1], row[-1]) for row in cells] == [
+        ("t_higher", "completed", "0.7100"),
+        ("t_lower", "completed", "0.6400"),
+    ]

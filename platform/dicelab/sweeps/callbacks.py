@@ -72,6 +72,7 @@ class TrialRecords(_Lazy):
         self.context, self.scheduler = context, scheduler
         self.outcomes: dict[str, tuple[str, str | None]] = {}  # trial id -> (outcome, reason)
         self.degenerate: dict[str, str] = {}  # trial id -> its run's dicelab.degenerate tag
+        self.best: dict[str, float] = {}  # trial id -> its run's best_dev_<metric>, when it ended before
         self._client: MlflowClient | None = None
 
     @property
@@ -81,14 +82,21 @@ class TrialRecords(_Lazy):
         return self._client
 
     def setup(self, **info: Any) -> None:
-        """Outcomes of trials that ended before a --resume (the view shows them too)."""
+        """Outcomes and best values of trials that ended before a --resume (the view shows them too: the
+        view's own best values are gone with the driver that saw the trials' results)."""
         context = self.context
+        self.best = {}  # (set here too: a sweep pickled by an older dicelab has none)
+        best_key = names.best_metric(context.metric)
         for run in records.trial_runs(self.client, context.experiment_id, context.sweep_id):
+            trial_id = run.data.tags[names.TRIAL_ID]
             outcome = run.data.tags.get(names.OUTCOME)
             if outcome is not None:
-                self.outcomes[run.data.tags[names.TRIAL_ID]] = (outcome, run.data.tags.get(names.REASON))
+                self.outcomes[trial_id] = (outcome, run.data.tags.get(names.REASON))
             if names.DEGENERATE in run.data.tags:
-                self.degenerate[run.data.tags[names.TRIAL_ID]] = run.data.tags[names.DEGENERATE]
+                self.degenerate[trial_id] = run.data.tags[names.DEGENERATE]
+            best = run.data.metrics.get(best_key)
+            if outcome is not None and _is_value(best):
+                self.best[trial_id] = float(best)
 
     def _find(self, trial: Trial):
         context = self.context
@@ -174,7 +182,7 @@ class SweepView(_Lazy):
     ):
         self.context, self.records, self.where = context, trial_records, where
         self.race_dir = race_dir  # a seed race's sweep directory: its live state is shown above the table
-        self.best: dict[str, float] = {}  # trial id -> best value of the metric so far
+        self.best: dict[str, float] = {}  # trial id -> best value of the metric so far (see `_best`)
         self._console: Console | None = None
         self._live: Live | None = None
         self._last_draw = 0.0
@@ -233,13 +241,19 @@ class SweepView(_Lazy):
             return records.INTERRUPTED
         return names.FAILED if trial.status == Trial.ERROR else trial.status
 
+    def _best(self, trial: Trial) -> float | None:
+        """The best value this driver saw reported, else (a trial that ended before a --resume) its run's."""
+        if trial.trial_id in self.best:
+            return self.best[trial.trial_id]
+        return self.records.best.get(trial.trial_id)
+
     def _overrides(self, trial: Trial) -> dict[str, Any]:
         return self.context.plan.trial_data(point_of(trial.config, self.context.plan))[1]
 
     def _log(self, trial: Trial, event: str) -> None:
         if self._live is not None or self._console is None:
             return
-        best = self.best.get(trial.trial_id)
+        best = self._best(trial)
         metric = f"  best {self.context.tune_metric} {best:.4f}" if best is not None else ""
         reason = self.records.outcomes.get(trial.trial_id, (None, None))[1]
         because = f"  ({reason})" if reason and event != "started" else ""
@@ -259,7 +273,7 @@ class SweepView(_Lazy):
 
         running = [t for t in trials if statuses[t.trial_id] == "RUNNING"]
         finished = [t for t in trials if statuses[t.trial_id] in records.STATUS_OF_OUTCOME]
-        finished.sort(key=lambda t: self.best.get(t.trial_id, -float("inf")), reverse=True)
+        finished.sort(key=lambda t: -float("inf") if (best := self._best(t)) is None else best, reverse=True)
         shown = running + finished[:finished_rows]
 
         keys: list[str] = []
@@ -284,7 +298,7 @@ class SweepView(_Lazy):
             status = statuses[trial.trial_id]
             count = evaluations(trial.last_result)
             latest = trial.last_result.get(metric)
-            best = self.best.get(trial.trial_id)
+            best = self._best(trial)
             status_cell = Text(status.lower(), style=_STYLE.get(status, ""))
             if trial.trial_id in self.records.degenerate:  # flagged: its metric is no result
                 status_cell.append(" degenerate", style=_DEGENERATE_STYLE)
