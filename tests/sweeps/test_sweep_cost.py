@@ -88,6 +88,8 @@ def test_the_parent_run_sums_the_trials_cost_in_hours(client):
     line = model_line(runs, winner.info.run_id, "models:/m-1", 2.34)
     assert line == "model:  ce seed=1 (the winner) · models:/m-1 (saved in 2.3 s)"
     assert model_line(runs, "gone", "models:/m-1", 2.0) == "model:  models:/m-1 (saved in 2.0 s)"
+    kept = model_line(runs, "gone", "models:/m-1", 0.1, reused=True)  # a finished sweep resumed
+    assert kept == "model:  models:/m-1 (saved before, kept)"
 
 
 def test_cpu_trials_cost_cpu_hours_and_no_gpu_hours(client):

@@ -197,6 +197,39 @@ def _tokenizer(tokenizer: Any) -> Any:
     return tokenizer
 
 
+def logged_model_of(client: Any, run: Any) -> str | None:
+    """The models:/ URI of the model already logged on `run` (its `dicelab.model` tag), when that model is
+    still in the store and READY; else None."""
+    from mlflow.entities import LoggedModelStatus
+    from mlflow.exceptions import MlflowException
+
+    uri = run.data.tags.get(MODEL_TAG)
+    if not uri or not uri.startswith("models:/"):
+        return None
+    try:
+        logged = client.get_logged_model(uri.removeprefix("models:/"))
+    except MlflowException:  # deleted since
+        return None
+    return uri if logged.status == LoggedModelStatus.READY else None
+
+
+def register_model(tracking_uri: str, name: str, uri: str, run_id: str) -> str:
+    """The version of registered model `name` whose source is the logged model `uri` (a new version unless
+    it is one already)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from dicelab.tracking.mlflow_adapter import use_tracking_uri
+
+    model_id = uri.removeprefix("models:/")
+    ref = ModelRef(uri, model_id, f"runs:/{run_id}/{MODEL_NAME}")
+    try:
+        with use_tracking_uri(tracking_uri):
+            return _register(MlflowClient(tracking_uri), name, ref, run_id)
+    except MlflowException as error:
+        raise TrackingError(f"registering {uri} as {name!r} in {tracking_uri}: {error.message}") from None
+
+
 def _register(client: Any, name: str, ref: ModelRef, run_id: str) -> str:
     from mlflow.exceptions import MlflowException
 
@@ -207,6 +240,9 @@ def _register(client: Any, name: str, ref: ModelRef, run_id: str) -> str:
     except MlflowException as error:
         if not already_exists(error):
             raise
+    for version in client.search_model_versions(f"name = '{name}'"):
+        if version.source == ref.uri:  # registered before (a resumed sweep's winner): not twice
+            return str(version.version)
     version = client.create_model_version(name, ref.uri, run_id=run_id, model_id=ref.model_id)
     return str(version.version)
 
@@ -217,6 +253,8 @@ __all__ = [
     "MODEL_TAG",
     "ModelRef",
     "log_model",
+    "logged_model_of",
+    "register_model",
     "requirements",
     "save_model_dir",
 ]

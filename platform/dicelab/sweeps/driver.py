@@ -68,6 +68,7 @@ class SweepOutcome:
     winner_model_uri: str | None = None  # that model's URI (also the parent run's dicelab.winner_model tag)
     warnings: list[str] = field(default_factory=list)  # e.g. why no model was saved
     model_seconds: float = 0.0  # the time saving the sweep's model(s) took, after the trials
+    model_reused: bool = False  # the winner's model had been saved before this run (a finished sweep resumed)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -412,11 +413,14 @@ def _close(
         outcome.winner_run_id, outcome.winner_model_uri = kept.winner_run_id, kept.winner_model_uri
         outcome.warnings += kept.warnings
         outcome.model_seconds = kept.seconds
+        outcome.model_reused = kept.reused
     print_closing(console, state, runs, outcomes, metric, tracking_uri)
     if decided is not None:
         console.print(f"race:   {decided}", highlight=False, soft_wrap=True)
     if outcome.winner_model_uri is not None:
-        saved = model_line(runs, outcome.winner_run_id, outcome.winner_model_uri, outcome.model_seconds)
+        saved = model_line(
+            runs, outcome.winner_run_id, outcome.winner_model_uri, outcome.model_seconds, outcome.model_reused
+        )
         console.print(saved, highlight=False, soft_wrap=True)
     for warning in outcome.warnings:
         console.print(f"warning: {warning}", highlight=False, soft_wrap=True)

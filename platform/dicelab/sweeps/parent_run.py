@@ -170,13 +170,16 @@ def print_closing(
         console.print(line, highlight=False, soft_wrap=True)
 
 
-def model_line(runs: list[Run], winner_run_id: str | None, uri: str, seconds: float) -> str:
+def model_line(
+    runs: list[Run], winner_run_id: str | None, uri: str, seconds: float, reused: bool = False
+) -> str:
     """The closing line of the winner's saved model, naming its trial: the winner is the best seed of the
-    configuration with the best mean over seeds, often not the `best:` line's single best trial."""
+    configuration with the best mean over seeds, often not the `best:` line's single best trial.
+    `reused`: the model was saved before (a finished sweep resumed), not again."""
     winner = next((run for run in runs if run.info.run_id == winner_run_id), None)
     label = lifecycle.base_name(winner) if winner else ""
     of = f"{label} (the winner) · " if label else ""
-    return f"model:  {of}{uri} (saved in {seconds:.1f} s)"
+    return f"model:  {of}{uri} ({'saved before, kept' if reused else f'saved in {seconds:.1f} s'})"
 
 
 def end_running_trials(client: MlflowClient, state: SweepState, config_path: str, why: str) -> None:

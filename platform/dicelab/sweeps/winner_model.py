@@ -20,6 +20,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 
 from dicelab.errors import DicelabError, first_line
+from dicelab.models.publishing import logged_model_of, register_model
 from dicelab.sweeps import records
 from dicelab.sweeps.space import SweepPlan
 from dicelab.sweeps.trainable import BEST_FILE, STATE_FILE, point_of
@@ -45,6 +46,7 @@ class SweepRuns:
 class KeptModels:
     winner_run_id: str | None = None  # the winning trial's run
     winner_model_uri: str | None = None  # its model, when it was saved
+    reused: bool = False  # that model had been logged before (a finished sweep resumed): not logged again
     warnings: list[str] = field(default_factory=list)  # what could not be saved, and why
     seconds: float = 0.0  # the time it took (choosing the winner, reading its checkpoint, logging the model)
 
@@ -76,14 +78,22 @@ def keep_models(
     for run in chosen:
         is_winner = run.info.run_id == winner.info.run_id
         registered = register if is_winner else None
+        # A trial's model is logged once its trial ended, and an ended trial never trains again: a model
+        # on its run (a finished sweep resumed) is the one to keep, not to log a second time.
+        logged = logged_model_of(client, run)
         try:
-            uri, problem = _log(run, results, plan, inputs, sweep.tracking_uri, sweep.metric, registered)
+            if logged is not None:
+                uri, problem = logged, None
+                if registered:
+                    register_model(sweep.tracking_uri, registered, logged, run.info.run_id)
+            else:
+                uri, problem = _log(run, results, plan, inputs, sweep.tracking_uri, sweep.metric, registered)
         except (DicelabError, OSError) as error:  # a store or disk problem: said, and the sweep stands
             uri, problem = None, first_line(error, with_type=True)
         if problem is not None:
             kept.warnings.append(f"trial {run.info.run_name}: no model saved: {problem}")
         elif is_winner:
-            kept.winner_model_uri = uri
+            kept.winner_model_uri, kept.reused = uri, logged is not None
             client.set_tag(sweep.parent_run_id, WINNER_MODEL, uri)
     kept.seconds = time.monotonic() - started
     return kept
