@@ -120,9 +120,10 @@ def mutated_configs(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[str]]:
     return name, data, done
 
 
-# "config key 'train.epochs': ..." (schema, registries) or a line that starts with the dotted key it is about
-# ("search.conditional.dsc: loss 'dsc' is not among ...").
-NAMES_A_KEY = re.compile(r"config key '[^']+'|^[a-z_]+(?:\.[\w\[\]-]+)+\b")
+# "config key 'train.epochs': ..." (schema, registries; a key holding a ' is in double quotes, as Python's
+# repr writes it) or a line that starts with the dotted key it is about ("search.conditional.dsc: loss 'dsc'
+# is not among ...").
+NAMES_A_KEY = re.compile(r"""config key (?:'[^']+'|"[^"]+")|^[a-z_]+(?:\.[\w\[\]-]+)+\b""")
 
 
 def check(path: Path) -> None:
