@@ -18,6 +18,7 @@ from dicelab.sweeps.algorithms import POINT_KEY
 from dicelab.sweeps.callbacks import SweepView, TrialRecords
 from dicelab.sweeps.space import plan_sweep
 from dicelab.sweeps.trainable import FAILED_RESULT, SweepContext
+from dicelab.tracking import check_tracking
 from dicelab.tracking import conventions as names
 
 
@@ -82,6 +83,7 @@ def test_after_a_resume_the_trials_that_ended_before_show_their_runs_best_and_ra
     """A --resume's driver saw no result of the trials that had ended: their best comes from their runs'
     best_dev_<metric>, as their outcome does, so the table ranks them as the first driver's did."""
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(store)  # a copy of the cached empty schema, not MLflow's migrations
     client = MlflowClient(store)
     experiment_id = client.create_experiment("view")
     context = dataclasses.replace(_context(), experiment_id=experiment_id, tracking_uri=store)

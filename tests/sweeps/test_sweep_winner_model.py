@@ -12,6 +12,7 @@ from dicelab.models.publishing import MODEL_TAG
 from dicelab.sweeps import records
 from dicelab.sweeps.space import plan_sweep
 from dicelab.sweeps.winner_model import WINNER_MODEL, SweepRuns, keep_models
+from dicelab.tracking import check_tracking
 from dicelab.tracking import conventions as names
 
 
@@ -50,6 +51,7 @@ def _logged_model(client: MlflowClient, run_id: str, status: LoggedModelStatus) 
 
 def test_a_resumed_sweeps_winner_keeps_its_model_and_is_registered_once(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(store)  # a copy of the cached empty schema, not MLflow's migrations
     client = MlflowClient(store)
     sweep, run_ids = _sweep(client, store)
     uri = _logged_model(client, run_ids["t2"], LoggedModelStatus.READY)
@@ -64,6 +66,7 @@ def test_a_resumed_sweeps_winner_keeps_its_model_and_is_registered_once(tmp_path
 
 def test_a_model_that_never_became_ready_is_not_kept(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(store)  # a copy of the cached empty schema, not MLflow's migrations
     client = MlflowClient(store)
     sweep, run_ids = _sweep(client, store)
     _logged_model(client, run_ids["t2"], LoggedModelStatus.FAILED)

@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args()
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        code = int(importlib.import_module(args._module).run(args) or 0)
+        sys.stdout.flush()  # a reader that left shows here, not as an error at the interpreter's exit
+        return code
     except DicelabError as error:
         print(f"dicelab {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code
