@@ -214,17 +214,16 @@ def test_the_report_opens_with_the_decision(runs, tmp_path):
 
 def test_cli_prints_the_decision_and_rejects_a_bad_baseline(runs, module_tracking_uri, tmp_path, capsys):
     args = ["analyze", "--experiment", "decide", "--tracking-uri", module_tracking_uri, "--no-log"]
-    assert main([*args, "--out", str(tmp_path / "a"), "--detect", "0.5", "--test", "t"]) == 0
+    options = ["--detect", "0.5", "--test", "t", "--baseline", "loss.name=wce"]
+    assert main([*args, "--out", str(tmp_path / "a"), *options]) == 0
     printed = capsys.readouterr().out
     assert "Decision" in printed and "Best: dsc" in printed and "paired t test on paired seeds" in printed
+    # a baseline no configuration has: said on the console too, not only in the report
+    assert "note: decide / pair_classification / f1" in printed
+    assert "no configuration with loss.name=wce; compared with the best only" in printed
     assert main([*args, "--out", str(tmp_path / "b"), "--baseline", "nope"]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "KEY=VALUE" in error
-    # a baseline no configuration has: said on the console too, not only in the report
-    assert main([*args, "--out", str(tmp_path / "c"), "--baseline", "loss.name=wce"]) == 0
-    printed = capsys.readouterr().out
-    assert "note: decide / pair_classification / f1" in printed
-    assert "no configuration with loss.name=wce; compared with the best only" in printed
 
 
 def test_a_seed_race_record_is_shown(tracking_uri, sweep_log, tmp_path):
