@@ -100,5 +100,7 @@ def _stdout_closed() -> bool:
     except (AttributeError, OSError, ValueError):  # no file behind stdout (captured in memory)
         return False
     if widowed:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)
+        os.close(devnull)
     return widowed
