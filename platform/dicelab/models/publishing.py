@@ -163,11 +163,7 @@ def log_model(
         ref = ModelRef(f"models:/{model_id}", model_id, f"runs:/{run_id}/{MODEL_NAME}")
         client.set_tag(run_id, MODEL_TAG, ref.uri)
         if register:
-            from dicelab.tracking.mlflow_adapter import use_tracking_uri
-
-            # the registry resolves the version's models:/ source through the process's tracking URI
-            with use_tracking_uri(tracking_uri):
-                ref.version = _register(client, register, ref, run_id)
+            ref.version = _register(client, tracking_uri, register, ref, run_id)
     except MlflowException as error:
         raise TrackingError(f"saving the model of run {run_id} in {tracking_uri}: {error.message}") from None
     return ref
@@ -219,32 +215,32 @@ def register_model(tracking_uri: str, name: str, uri: str, run_id: str) -> str:
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from dicelab.tracking.mlflow_adapter import use_tracking_uri
-
     model_id = uri.removeprefix("models:/")
     ref = ModelRef(uri, model_id, f"runs:/{run_id}/{MODEL_NAME}")
     try:
-        with use_tracking_uri(tracking_uri):
-            return _register(MlflowClient(tracking_uri), name, ref, run_id)
+        return _register(MlflowClient(tracking_uri), tracking_uri, name, ref, run_id)
     except MlflowException as error:
         raise TrackingError(f"registering {uri} as {name!r} in {tracking_uri}: {error.message}") from None
 
 
-def _register(client: Any, name: str, ref: ModelRef, run_id: str) -> str:
+def _register(client: Any, tracking_uri: str, name: str, ref: ModelRef, run_id: str) -> str:
+    """`ref` as a version of registered model `name`: its existing version when it is one already."""
     from mlflow.exceptions import MlflowException
 
-    from dicelab.tracking.mlflow_adapter import already_exists
+    from dicelab.tracking.mlflow_adapter import already_exists, use_tracking_uri
 
-    try:
-        client.create_registered_model(name)
-    except MlflowException as error:
-        if not already_exists(error):
-            raise
-    for version in client.search_model_versions(f"name = '{name}'"):
-        if version.source == ref.uri:  # registered before (a resumed sweep's winner): not twice
-            return str(version.version)
-    version = client.create_model_version(name, ref.uri, run_id=run_id, model_id=ref.model_id)
-    return str(version.version)
+    # the registry resolves the version's models:/ source through the process's tracking URI
+    with use_tracking_uri(tracking_uri):
+        try:
+            client.create_registered_model(name)
+        except MlflowException as error:
+            if not already_exists(error):
+                raise
+        for version in client.search_model_versions(f"name = '{name}'"):
+            if version.source == ref.uri:  # registered before (a resumed sweep's winner): not twice
+                return str(version.version)
+        version = client.create_model_version(name, ref.uri, run_id=run_id, model_id=ref.model_id)
+        return str(version.version)
 
 
 __all__ = [
