@@ -20,7 +20,7 @@ from torch import nn
 
 from dicelab.config import ExperimentConfig
 from dicelab.data.base import GOLD_COLUMNS
-from dicelab.data.readers import KNOWN_COLUMNS, read_table
+from dicelab.data.readers import KNOWN_COLUMNS, find_column, read_table
 from dicelab.errors import DataError
 from dicelab.experiment import load_experiment
 from dicelab.models.bundle import (
@@ -110,19 +110,15 @@ class SavedModel:
 
     def _canonical(self, frame: pd.DataFrame) -> pd.DataFrame:
         family = self.family
-        lowered = {str(name).strip().lower() for name in frame.columns}
         # The trial's own column names, where this frame has them (positions are a file's, not a frame's).
+        named = {key: name for key, name in self.config.data.columns.items() if isinstance(name, str)}
         columns = {
-            key: name
-            for key, name in self.config.data.columns.items()
-            if isinstance(name, str) and name.strip().lower() in lowered
+            key: name for key, name in named.items() if find_column(frame, family, key, named) is not None
         }
         for column in INPUT_COLUMNS[family]:
-            names = (columns[column],) if column in columns else KNOWN_COLUMNS[family][column]
-            if not any(name.strip().lower() in lowered for name in names):
+            if find_column(frame, family, column, columns) is None:
                 found = ", ".join(map(str, frame.columns)) or "no columns"
-                configured = self.config.data.columns.get(column)
-                others = [str(configured)] if isinstance(configured, str) else []
+                others = [named[column]] if column in named else []
                 others += [name for name in KNOWN_COLUMNS[family][column] if name not in (column, *others)]
                 also = f" or {', '.join(others)}" if others else ""
                 raise DataError(

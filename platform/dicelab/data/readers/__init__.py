@@ -1,6 +1,6 @@
 """Reading one split file (TSV, CSV, JSONL, Parquet, CoNLL, SQuAD or MRC-NER JSON) into canonical columns."""
 
-from dicelab.data.readers._canonical import KNOWN_COLUMNS
+from dicelab.data.readers._canonical import KNOWN_COLUMNS, find_column
 from dicelab.data.readers._reading import (
     FILE_SUFFIXES,
     FORMAT_FAMILIES,
@@ -15,6 +15,7 @@ __all__ = [
     "FORMAT_FAMILIES",
     "KNOWN_COLUMNS",
     "detect_format",
+    "find_column",
     "read_located",
     "read_split_file",
     "read_table",

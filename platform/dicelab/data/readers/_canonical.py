@@ -86,17 +86,16 @@ def resolve_columns(
             f"config key 'data.columns': unknown column {unknown[0]!r} for {family} data "
             f"(allowed: {', '.join(known)})"
         )
-    by_name = {str(name).strip().lower(): name for name in table.columns if isinstance(name, str)}
+    by_name = _by_name(table)
     found: dict[str, ColumnKey | None] = {}
-    for key, candidates in known.items():
+    for key in known:
+        found[key] = _find(table, by_name, family, key, columns)
         if key in columns:
-            found[key] = _lookup(table, by_name, columns[key])
             if found[key] is None and (gold or key not in GOLD_KEYS[family]):
                 raise DataError(
                     f"{origin_of(table)}: missing column {columns[key]!r} (found: {_names(table)})"
                 )
             continue
-        found[key] = next((by_name[name] for name in candidates if name in by_name), None)
         if found[key] is None and key not in OPTIONAL_COLUMNS and (gold or key not in GOLD_KEYS[family]):
             raise DataError(f"{origin_of(table)}: missing column {key!r} (found: {_names(table)})")
     answer_parts = (found["answer_texts"], found["answer_starts"]) if family == "spans" else ()
@@ -108,6 +107,30 @@ def resolve_columns(
     ):
         raise DataError(f"{origin_of(table)}: missing column 'answers' (found: {_names(table)})")
     return found
+
+
+def find_column(
+    table: pd.DataFrame, family: Family, key: str, columns: Mapping[str, ColumnKey] | None = None
+) -> ColumnKey | None:
+    """The column of `table` that canonical `key` is read from (as `resolve_columns` finds it: `columns`'
+    name or index for it, else its usual names, case-insensitively); None when there is none."""
+    return _find(table, _by_name(table), family, key, columns or {})
+
+
+def _find(
+    table: pd.DataFrame,
+    by_name: dict[str, Any],
+    family: Family,
+    key: str,
+    columns: Mapping[str, ColumnKey],
+) -> ColumnKey | None:
+    if key in columns:
+        return _lookup(table, by_name, columns[key])
+    return next((by_name[name] for name in KNOWN_COLUMNS[family][key] if name in by_name), None)
+
+
+def _by_name(table: pd.DataFrame) -> dict[str, Any]:
+    return {str(name).strip().lower(): name for name in table.columns if isinstance(name, str)}
 
 
 def _lookup(table: pd.DataFrame, by_name: dict[str, Any], key: ColumnKey) -> ColumnKey | None:
