@@ -29,36 +29,25 @@ def read_squad(path: Path, *, gold: bool = True) -> pd.DataFrame:
     if not isinstance(articles, list):
         raise DataError(f"{path}: not SQuAD JSON (expected an object with a 'data' list)")
     rows = []
-    without_gold = not gold and not any(_has_gold(qa) for qa in _questions(articles))
     try:
         for article in articles:
             for paragraph in article["paragraphs"]:
                 for qa in paragraph["qas"]:
-                    rows.append(_question(paragraph["context"], qa, answers=not without_gold))
+                    rows.append(_question(paragraph["context"], qa, gold=gold))
     except (KeyError, TypeError) as error:
         raise DataError(f"{path}: question {len(rows) + 1}: missing SQuAD field {error}") from None
-    columns = ["id", "question", "context"] + ([] if without_gold else ["answers"])
+    answered = ["answers" in row for row in rows]
+    if any(answered) and not all(answered):  # gold=False: some questions have answers, some none
+        raise DataError(f"{path}: question {answered.index(False) + 1}: missing SQuAD field 'answers'")
+    with_answers = gold or any(answered)
+    columns = ["id", "question", "context"] + (["answers"] if with_answers else [])
     return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1), columns=columns)
 
 
-def _questions(articles: list[Any]) -> list[Any]:
-    """Every qa object that can be reached (the checks of the full read name what is malformed)."""
-    found = []
-    for article in articles:
-        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-        for paragraph in paragraphs if isinstance(paragraphs, list) else []:
-            qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
-            found += [qa for qa in qas if isinstance(qa, dict)] if isinstance(qas, list) else []
-    return found
-
-
-def _has_gold(qa: dict[str, Any]) -> bool:
-    return "answers" in qa or bool(qa.get("is_impossible", False))
-
-
-def _question(context: str, qa: dict[str, Any], *, answers: bool = True) -> dict[str, Any]:
+def _question(context: str, qa: dict[str, Any], *, gold: bool) -> dict[str, Any]:
+    """One row; without `gold`, a question with neither answers nor `is_impossible` gets no answers key."""
     row = {"id": str(qa["id"]), "question": qa["question"], "context": context}
-    if answers:
+    if gold or "answers" in qa or qa.get("is_impossible", False):
         given = [] if qa.get("is_impossible", False) else qa["answers"]
         row["answers"] = [{"text": item["text"], "answer_start": item["answer_start"]} for item in given]
     return row
