@@ -9,6 +9,10 @@ BIN := $(VENV)/bin
 # The CPU build of torch; on a CUDA machine install CUDA torch into .venv first (see README).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+# dicelab's own bytecode, written here because an environment with PYTHONDONTWRITEBYTECODE set (containers and
+# CI images often set it) has no process write it: every Ray worker and every command the tests run would
+# compile the modules it imports again. Incremental: only changed files are compiled.
+BYTECODE := $(BIN)/python -m compileall -q platform tests benchmarks
 
 .PHONY: demo check test integration lint docs install clean
 
@@ -22,6 +26,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
+	$(BYTECODE)
 	$(BIN)/dicelab sweep experiments/quickstart.yaml
 	$(BIN)/dicelab analyze --experiment quickstart --out reports/quickstart
 
@@ -34,16 +39,19 @@ PYTEST_WORKERS ?= 2
 BY_FILE := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 check: $(STAMP)
+	$(BYTECODE)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
 
 test: $(STAMP)
+	$(BYTECODE)
 	$(BIN)/ruff check platform tests benchmarks infra
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q $(BY_FILE)
 
 integration: $(STAMP)
+	$(BYTECODE)
 	$(BIN)/python -m pytest -q -m integration $(BY_FILE)
 
 lint: $(STAMP)
