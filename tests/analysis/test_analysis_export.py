@@ -42,6 +42,9 @@ def test_the_winner_is_the_best_seed_of_the_best_configuration_by_mean(tracking_
     assert exported["loss"] == {"name": "dice"} and exported["train"]["seed"] == 1
     assert exported["name"] == "exp-best" and exported["tracking"]["experiment"] is None
     assert "# The winner of experiment 'exp'" in winner_config(winner)
+    # the mean in the report's percent, the seed's value as logged: each says which
+    assert winner.unit == "%" and "(mean dev f1 65.00% over 2 seeds)" in winner_config(winner)
+    assert "best dev f1 0.660000" in winner_config(winner)
 
 
 def test_a_decided_race_exports_its_winner(tracking_uri, sweep_log):

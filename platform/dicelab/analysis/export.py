@@ -48,10 +48,11 @@ class Winner:
     seed: int | None
     metric: str  # the dev metric it was chosen on, without prefix
     value: float  # its best dev value, as logged (a score in [0, 1])
-    mean: float  # its configuration's mean over seeds, in the report's unit
+    mean: float  # its configuration's mean over seeds, in the report's unit (`unit`)
     seeds: int  # usable seeds of its configuration
     race_winner: bool  # chosen by the sweep's seed race
     config_yaml: str  # the trial's resolved config, as its run logged it
+    unit: str = ""  # of `mean`: "%" for a score in [0, 1] shown in percent, as the report shows it
 
 
 def find_winner(
@@ -87,6 +88,7 @@ def find_winner(
         seeds=len(usable),
         race_winner=raced,
         config_yaml=_logged_config(runs.tracking_uri, run_id),
+        unit=str(best["unit"]),
     )
 
 
@@ -153,7 +155,8 @@ def winner_config(winner: Winner) -> str:
     how = "the configuration its seed race chose" if winner.race_winner else "the best configuration by mean"
     header = [
         f"# The winner of experiment {winner.experiment!r} (sweep {winner.sweep_id}), from `dicelab export`:",
-        f"# {how}, {winner.configuration} (mean {winner.mean:.2f} over {count(winner.seeds, 'seed')}),",
+        f"# {how}, {winner.configuration} (mean dev {winner.metric} {winner.mean:.2f}{winner.unit} over"
+        f" {count(winner.seeds, 'seed')}),",
         f"# its best seed ({winner.seed}): best dev {winner.metric} {winner.value:.6f}, run {winner.run_id}.",
         "# `dicelab trial` on this file trains that trial again; to run it on more seeds with",
         "# `dicelab sweep`, add:  search: {seeds: [1, 2, 3, 4, 5]}",
