@@ -249,6 +249,8 @@ def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_na
         ("pair_classification", "no_text_a", "missing column 'text_a'"),
         ("token_tagging", "pairs", "holds pairs data"),
         ("pair_classification", "tagging", "holds tagging data"),
+        ("pair_classification", "empty", "empty.csv: no examples to predict on"),
+        ("pair_classification", "header_only", "header.csv: no examples to predict on"),
     ],
 )
 def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
@@ -261,6 +263,8 @@ def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
         "tagging": lambda: write_jsonl(
             tmp_path / "tags.jsonl", saved_trials["token_tagging"].inputs.dev_frame
         ),
+        "empty": lambda: _written(tmp_path / "empty.csv", ""),
+        "header_only": lambda: _written(tmp_path / "header.csv", "text_a,text_b\n"),
     }
     uri = saved_trials[model].result.model_uri if model in saved_trials else model.format(tmp=tmp_path)
     out = tmp_path / "out" / "predictions.jsonl"
@@ -269,6 +273,11 @@ def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
     assert code == 2
     assert len(error) == 1 and error[0].startswith("dicelab predict: error:") and message in error[0], error
     assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def test_a_tagging_model_named_on_a_tsv_of_pairs(saved_trials, tmp_path, capsys):

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         transformers.utils.logging.disable_progress_bar()  # "Loading weights" of a pretrained encoder
     model = load_model(args.model, tracking_uri=tracking_uri, device=device)
     frame = read_input(source, model.family, model.task_name, args.format, model.config.data.columns)
+    if frame.empty:  # an empty file, or a header alone: most likely the wrong file, not zero predictions
+        raise DataError(f"{source}: no examples to predict on")
     records = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet)
     lines = "".join(json.dumps(record, ensure_ascii=False, default=str) + "\n" for record in records)
     if args.out is None:
