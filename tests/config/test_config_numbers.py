@@ -12,6 +12,7 @@ import yaml
 
 from dicelab.config import parse_override, read_config
 from dicelab.config.yaml_loader import load_yaml
+from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
 from dicelab.sweeps.space import named_spaces, plan_sweep
 
@@ -149,3 +150,21 @@ def test_named_spaces_are_read_with_yaml12_numbers() -> None:
         for key, dimension in space.space.items():
             for value in dimension.values or []:
                 assert not (isinstance(value, str) and _looks_like_a_number(value)), (name, key, value)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("train.learning_rate=.inf", "train.learning_rate"),  # would pass its bound (> 0)
+        ("train.weight_decay=.inf", "train.weight_decay"),
+        ("train.learning_rate=.nan", "train.learning_rate"),
+        ("search={space: {train.learning_rate: {uniform: [1e-5, .inf]}}}", "uniform"),
+        ("search={space: {train.learning_rate: {grid: [1e-5, .inf]}}}", "train.learning_rate"),
+    ],
+)
+def test_an_infinite_or_nan_number_is_refused_naming_its_key(tmp_path: Path, override: str, key: str) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text("name: sweep\nsearch: {space: {loss.name: {grid: [ce]}}}\n")
+    with pytest.raises(ConfigError, match="finite number") as raised:
+        plan_sweep(load_experiment(path, [override]), str(path))
+    assert key in str(raised.value) and "\n" not in str(raised.value)

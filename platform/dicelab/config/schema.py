@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # Numbers are finite: YAML's .inf would pass `gt=0` (a learning rate of inf), and .nan fails every bound
+    # with a message about the bound instead of the number.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class SyntheticConfig(Section):

@@ -10,7 +10,8 @@ from dicelab.config.reading import DIMENSION_KINDS
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # finite numbers only, as in the rest of the config (a bound of .inf, a timeout of .inf)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
 
 class Dimension(_Strict):
