@@ -171,3 +171,19 @@ def test_ui_of_an_unknown_experiment_is_one_line_before_the_ui_starts(tmp_path: 
     assert err.strip().splitlines() == [
         f"dicelab ui: error: no experiment 'nope' in {uri} (available: Default, exp)"
     ]
+
+
+@pytest.mark.parametrize("command", ["validate", "sweep"])
+def test_a_set_of_a_swept_key_is_one_line_exit_2_before_anything_runs(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--set loss.name=dsc` on a sweep of ce and dice would run ce and dice: refused, not ignored
+    config = tmp_path / "sweep.yaml"
+    config.write_text("name: s\nsearch: {space: {loss.name: {grid: [ce, dice]}}}\n")
+    monkeypatch.chdir(tmp_path)
+    assert dispatch.main([command, str(config), "--set", "loss.name=dsc"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--set loss.name: the search sets it in every trial" in lines[0], lines
+    assert "search.space.loss.name" in lines[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["sweep.yaml"]  # nothing written
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()

@@ -134,7 +134,9 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
 def test_a_registry_error_found_while_ray_starts_is_one_line_and_leaves_nothing(tmp_path, sweep_tools):
     """Ray starts beside the registry checks (see sweeps.driver): an unknown loss still ends the sweep with
     exit code 2 and one line, with no store or parent run created, and Ray is shut down."""
-    config = sweep_tools.write_sweep(tmp_path, "it-bad-loss", {"space": {"loss.name": {"grid": ["ce"]}}})
+    # the loss is not swept: a --set of a swept key is refused before (check_overrides)
+    space = {"space": {"train.learning_rate": {"grid": [1e-3]}}}
+    config = sweep_tools.write_sweep(tmp_path, "it-bad-loss", space)
     done = sweep_tools.run(["sweep", str(config), "--set", "loss.name=cee"], tmp_path, timeout_s=120)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()

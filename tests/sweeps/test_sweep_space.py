@@ -9,7 +9,7 @@ import pytest
 
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict
-from dicelab.sweeps.space import SweepPlan, named_spaces, plan_sweep
+from dicelab.sweeps.space import SweepPlan, check_overrides, named_spaces, plan_sweep
 
 BASE: dict[str, Any] = {
     "name": "space-test",
@@ -406,3 +406,38 @@ RACE = {"min_seeds": 2, "budget": 5}
 def test_trials_at_start_counts_what_can_run_before_any_result(search, at_start, most):
     plan = plan_of(search)
     assert (plan.trials_at_start, plan.num_trials) == (at_start, most)
+
+
+@pytest.mark.parametrize(
+    ("search", "override", "where"),
+    [
+        ({"space": {"loss.name": {"grid": ["ce", "dice"]}}}, "loss.name=dsc", "search.space.loss.name"),
+        ({"conditional": {"dsc": {}, "ce": {}}}, "loss.name=focal", "search.conditional"),
+        ({"space": {"train.learning_rate": {"grid": [1e-4]}}}, "train.learning_rate=3e-5", "search.space"),
+        ({"space": {"loss.name": {"grid": ["ce"]}}, "seeds": [1, 2]}, "train.seed=7", "search.seeds"),
+        (
+            {"space": {"loss.name": {"grid": ["ce", "dice"]}}, "racing": {"min_seeds": 2, "max_seeds": 4}},
+            "train.seed=7",
+            "search.racing",
+        ),
+        (  # in every branch: the tied beta of each loss
+            {"conditional": {"tversky": {"tied": {"loss.beta": "1 - loss.alpha"}}}},
+            "loss.beta=0.2",
+            "search.conditional.tversky.tied.loss.beta",
+        ),
+    ],
+)
+def test_a_set_of_a_key_the_search_sets_in_every_trial_is_refused_naming_where(search, override, where):
+    plan = plan_of(search, loss={"name": "tversky", "alpha": 0.3, "beta": 0.7})
+    with pytest.raises(ConfigError, match=r"^--set [\w.]+: the search sets it in every trial") as caught:
+        check_overrides(plan, [override])
+    assert where in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_set_of_a_key_some_trials_keep_or_none_sweeps_is_used():
+    plan = plan_of(
+        {"conditional": {"dsc": {"space": {"loss.alpha": {"grid": [0.1, 0.5]}}}, "ce": {}}},
+        loss={"name": "dsc"},
+    )
+    # loss.alpha is swept for dsc only; epochs and the seed (no search.seeds) are not swept at all
+    check_overrides(plan, ["loss.alpha=0.3", "train.epochs=1", "train.seed=3", "search.seeds=[1]"])

@@ -81,3 +81,16 @@ def test_a_config_outside_the_working_directory_is_refused_before_contacting_the
     outside.write_text("name: x\nsearch: {}\n")
     with pytest.raises(ConfigError, match="inside the working directory"):
         submit(SubmitOptions(config=str(outside), address="http://127.0.0.1:1", working_dir=str(inside)))
+
+
+def test_a_set_of_a_swept_key_is_refused_before_contacting_the_cluster(tmp_path):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("name: x\nsearch: {space: {loss.name: {grid: [ce, dice]}}}\n")
+    options = SubmitOptions(
+        config=str(config),
+        address="http://127.0.0.1:1",
+        working_dir=str(tmp_path),
+        overrides=["loss.name=dsc"],
+    )
+    with pytest.raises(ConfigError, match=r"--set loss.name: the search sets it in every trial"):
+        submit(options)

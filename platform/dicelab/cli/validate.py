@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.configs:
         try:
             config = load_experiment(path, args.overrides)
-            summary = _summary(config, path)
+            summary = _summary(config, path, args.overrides)
         except ConfigError as error:
             print(f"dicelab validate: error: {error}", file=sys.stderr)
             failed += 1
@@ -37,16 +37,17 @@ def run(args: argparse.Namespace) -> int:
     return ConfigError.exit_code if failed else 0
 
 
-def _summary(config: ExperimentConfig, path: Path) -> str:
+def _summary(config: ExperimentConfig, path: Path, overrides: list[str]) -> str:
     """What running the config would start, e.g. "sweep of 12 trials 'x': pair_classification, losses ce,
     dice" (a sweep's plan is built, so every trial is validated)."""
     losses = [config.loss.name]
     if config.search is None:
         kind = "trial"
     else:
-        from dicelab.sweeps.space import plan_sweep
+        from dicelab.sweeps.space import check_overrides, plan_sweep
 
         plan = plan_sweep(config, str(path))
+        check_overrides(plan, overrides)
         losses = _swept_losses(plan) or losses
         kind = (
             f"seed race of at most {plan.num_trials} trials"

@@ -26,7 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError, DicelabError, first_line
 from dicelab.sweeps import local_ray, ray_adapter, trial_env, warm_workers
-from dicelab.sweeps.space import SweepPlan, check_trials, outline_sweep
+from dicelab.sweeps.space import SweepPlan, check_overrides, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
 from dicelab.tracking import conventions as names
@@ -82,7 +82,9 @@ def load_sweep_config(options: SweepOptions) -> tuple[ExperimentConfig, SweepPla
         overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
     config = read_config(options.config, overrides)
     _absolute_paths(config)  # before the outline: its trials' configs start from this one
-    return config, outline_sweep(config, options.config)
+    plan = outline_sweep(config, options.config)
+    check_overrides(plan, options.overrides)
+    return config, plan
 
 
 def _absolute_paths(config: ExperimentConfig) -> None:

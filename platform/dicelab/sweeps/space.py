@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from dicelab.config.reading import config_to_dict, format_validation_error, set_dotted
+from dicelab.config.reading import config_to_dict, format_validation_error, parse_override, set_dotted
 from dicelab.config.schema import ExperimentConfig
 from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
@@ -304,6 +304,18 @@ class SweepPlan:
     def race_seed_point(self, point: Point, seed: int) -> Point:
         """A raced configuration on one seed."""
         return {**point, SEED_KEY: seed}
+
+    def set_in_every_trial(self, key: str) -> str | None:
+        """Where the search sets `key` in every trial (so that a value given to it elsewhere is unused), or
+        None when some trials keep the config's value."""
+        if key == SEED_KEY and self.racing is not None:
+            return "search.racing"
+        if key == SEED_KEY and self.seeds is not None:
+            return "search.seeds"
+        if key == LOSS_KEY and self.loss_dimension is not None:
+            return f"search.space.{LOSS_KEY}" if LOSS_KEY in self.search.space else "search.conditional"
+        origins = [branch.origins.get(key) for branch in self.branches]
+        return origins[0] if all(origins) else None
 
     def branch(self, point: Point) -> Branch:
         if len(self.branches) == 1:
@@ -599,6 +611,19 @@ def outline_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPl
     plan = SweepPlan(search, base, branches, loss_dimension, source)
     _check_combinations(search, plan, config, source)
     return plan
+
+
+def check_overrides(plan: SweepPlan, overrides: list[str]) -> None:
+    """A `--set` of a key the search sets in every trial is refused: its value would be replaced in each
+    trial, so the sweep would silently run what the user meant to change."""
+    for text in overrides:
+        key, _ = parse_override(text)
+        where = plan.set_in_every_trial(key)
+        if where is not None:
+            raise ConfigError(
+                f"--set {key}: the search sets it in every trial ({where}), so this value would not be "
+                f"used; change {where} instead"
+            )
 
 
 def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:

@@ -27,6 +27,7 @@ from dicelab.config import read_config
 from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
 from dicelab.experiment import check_experiment
 from dicelab.sweeps import ray_adapter, trial_env
+from dicelab.sweeps.space import check_overrides, outline_sweep
 from dicelab.tracking.store import check_tracking as check_server
 
 # Never uploaded with the working directory: environments, VCS, local results and caches.
@@ -126,6 +127,7 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
     config = read_config(config_path, options.overrides)
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
+    check_overrides(outline_sweep(config, options.config), options.overrides)
     uri = options.tracking_uri or config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri and uri.startswith(("http://", "https://")):
         # The job's trials reach the server from the cluster; a server this machine cannot reach either is
