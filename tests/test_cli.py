@@ -187,3 +187,31 @@ def test_a_set_of_a_swept_key_is_one_line_exit_2_before_anything_runs(
     assert "search.space.loss.name" in lines[0]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["sweep.yaml"]  # nothing written
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tracking-uri", "sqlite:///{tmp}/typo/mlflow.db"], "no MLflow store at {tmp}/typo/mlflow.db"),
+        ([], "no MLflow store at {tmp}/.dicelab/mlflow.db"),  # a directory where nothing ran
+        (["--port", "70000"], "argument --port: 70000 is not a port (1 to 65535)"),
+    ],
+)
+def test_ui_refuses_a_missing_store_or_a_port_out_of_range_in_one_line(
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    try:
+        code = dispatch.main(["ui", *args])
+    except SystemExit as stop:  # argparse's own error
+        code = stop.code
+    assert code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("dicelab ui: error:") and message.format(tmp=tmp_path) in error, error
+    assert list(tmp_path.iterdir()) == []  # no empty store created

@@ -12,6 +12,8 @@ import urllib.request
 
 import pytest
 
+from dicelab.tracking import check_tracking
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -23,6 +25,9 @@ def free_port() -> int:
 
 def test_ui_serves_the_store_on_loopback_until_stopped(tmp_path):
     port = free_port()
+    check_tracking(
+        f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    )  # the default store, created as a trial does
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     process = subprocess.Popen(
         [sys.executable, "-m", "dicelab.cli", "ui", "--port", str(port)],

@@ -11,7 +11,13 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from dicelab.errors import TrackingError, first_line
-from dicelab.tracking.store import SQLITE_PREFIX, check_tracking, redact, resolve_tracking_uri, sqlite_path
+from dicelab.tracking.store import (
+    SQLITE_PREFIX,
+    check_tracking,
+    redact,
+    require_store_file,
+    resolve_tracking_uri,
+)
 
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
@@ -20,12 +26,8 @@ def open_client(tracking_uri: str | None) -> tuple[MlflowClient, str]:
     """A client on `tracking_uri` (default: $MLFLOW_TRACKING_URI, else `.dicelab/mlflow.db` under the
     working directory, as everywhere in dicelab); never creates an empty store."""
     uri = resolve_tracking_uri(tracking_uri)
-    if uri.startswith(SQLITE_PREFIX):
-        # Opening a missing SQLite file would silently create an empty store: say what is wrong instead.
-        path = sqlite_path(uri)
-        if not path.is_file():
-            raise TrackingError(f"no MLflow store at {path} (run a sweep first, or pass --tracking-uri)")
-    else:  # a server that is down: one line now, not minutes of the client's retries
+    require_store_file(uri)  # opening a missing SQLite file would create an empty store
+    if not uri.startswith(SQLITE_PREFIX):  # a server that is down: one line now, not minutes of retries
         check_tracking(uri)
     return MlflowClient(tracking_uri=uri), uri
 

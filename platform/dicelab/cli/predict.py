@@ -72,9 +72,11 @@ def _store(model: str, cli_uri: str | None) -> str | None:
     if not model.startswith(("models:/", "runs:/")):
         return None
     from dicelab.tracking import resolve_tracking_uri
-    from dicelab.tracking.store import SQLITE_PREFIX, sqlite_path
+    from dicelab.tracking.store import require_store_file
 
     uri = resolve_tracking_uri(cli_uri)
-    if uri.startswith(SQLITE_PREFIX) and not sqlite_path(uri).is_file():
-        raise TrackingError(f"model {model}: no MLflow store at {sqlite_path(uri)} (give --tracking-uri)")
+    try:
+        require_store_file(uri)
+    except TrackingError as error:
+        raise TrackingError(f"model {model}: {error}") from None
     return uri

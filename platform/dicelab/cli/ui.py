@@ -13,6 +13,7 @@ from dicelab.tracking.store import (
     ARTIFACTS_DIR,
     check_tracking,
     mark_training_experiment,
+    require_store_file,
     resolve_tracking_uri,
     sqlite_path,
 )
@@ -25,10 +26,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tracking-uri",
         help="store to browse (default: env MLFLOW_TRACKING_URI, else sqlite under ./.dicelab/)",
     )
-    parser.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default: 5000)")
+    parser.add_argument("--port", type=port, default=5000, help="port on 127.0.0.1 (default: 5000)")
     parser.add_argument(
         "--experiment", metavar="NAME", help="the sweep whose runs to link to (default: the newest sweep)"
     )
+
+
+def port(text: str) -> int:
+    port = int(text)  # argparse turns a ValueError into "invalid _port value"; a range error names the range
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (1 to 65535)")
+    return port
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             probe.bind((HOST, args.port))
         except OSError:
             raise TrackingError(f"port {args.port} on {HOST} is taken (choose another with --port)") from None
+    require_store_file(uri)  # a mistyped path would open an empty store of its own
     check_tracking(uri)
     base = f"http://{HOST}:{args.port}"
     sweep = _sweep_line(uri, base, args.experiment)  # an unknown --experiment fails before the UI starts

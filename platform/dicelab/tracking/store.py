@@ -91,6 +91,14 @@ def check_tracking(uri: str) -> None:
         )
 
 
+def require_store_file(uri: str) -> None:
+    """For commands that read what a store holds (analyze, export, ui, predict): a SQLite file that does not
+    exist is an error, where opening it would create an empty store and find nothing in it."""
+    if uri.startswith(SQLITE_PREFIX) and not sqlite_path(uri).is_file():
+        path = sqlite_path(uri)
+        raise TrackingError(f"no MLflow store at {path} (run a sweep first, or pass --tracking-uri)")
+
+
 def _check_sqlite(uri: str) -> None:
     if not uri.startswith(SQLITE_PREFIX) or uri == SQLITE_PREFIX:
         raise TrackingError(f"tracking URI {uri!r}: expected sqlite:///PATH/TO/mlflow.db")
