@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dicelab.cli import main
-from dicelab.config import parse_config, read_config
+from dicelab.config import ExperimentConfig, parse_config, read_config
+from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
 from dicelab.experiment import experiment_from_dict
 from dicelab.sweeps.space import plan_sweep
@@ -141,3 +142,25 @@ def test_validate_names_the_losses_a_sweep_runs(validate) -> None:
         f"ok  {paths['losses']}  (sweep of 3 trials 'losses': pair_classification, losses ce, dice, dsc)",
         f"ok  {paths['alpha']}  (sweep of 2 trials 'alpha': pair_classification, loss dsc)",
     ]
+
+
+def test_a_label_written_as_a_number_is_its_text() -> None:
+    # data files hold labels as text ("0", "1"): `positive_label: 1` is the label "1", not a type error
+    config = read_config_text("data: {labels: [0, 1], positive_label: 1}")
+    assert config.data.labels == ["0", "1"] and config.data.positive_label == "1"
+
+
+@pytest.mark.parametrize(
+    "text", ["data: {positive_label: yes}", "data: {labels: [no, yes], positive_label: 'yes'}"]
+)
+def test_a_bare_yes_or_no_label_says_to_quote_it_in_one_line(text: str) -> None:
+    # YAML 1.1 reads a bare yes / no as a boolean: the word is gone, so the error says how to keep it
+    with pytest.raises(ConfigError) as caught:
+        read_config_text(text)
+    message = str(caught.value)
+    assert "config key 'data." in message and "quote the label" in message
+    assert "Value error" not in message  # the validator's sentence, without pydantic's prefix
+
+
+def read_config_text(text: str) -> ExperimentConfig:
+    return parse_config({"name": "x", **load_yaml(text)})

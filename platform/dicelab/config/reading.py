@@ -203,11 +203,17 @@ def validation_problems(
             lines[key] = f"config key {key!r} is not allowed (allowed: {allowed})"
         elif problem["type"] == "missing":
             lines[key] = f"config key {key!r} is required"
-        elif problem["msg"] not in messages.setdefault(key, []):
-            messages[key].append(problem["msg"])
+        elif (message := _message(problem)) not in messages.setdefault(key, []):
+            messages[key].append(message)
             got = _short_repr(problem.get("input"))
             lines[key] = f"config key {key!r}: {'; '.join(messages[key])} (got {got})"
     return list(lines.values())
+
+
+def _message(problem: Any) -> str:
+    """Pydantic's message, but a validator's own sentence without the "Value error, " pydantic puts first."""
+    error = problem.get("ctx", {}).get("error") if problem["type"] == "value_error" else None
+    return str(error) if error is not None else str(problem["msg"])
 
 
 def format_validation_error(

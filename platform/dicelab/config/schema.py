@@ -6,9 +6,9 @@ their registries by `dicelab.experiment`, so adding a loss or task never touches
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 
 class Section(BaseModel):
@@ -39,6 +39,19 @@ class VariantOptions(Section):
     seed: int = 0
 
 
+def _label(value: Any) -> Any:
+    """A label as the data files hold it, text: `positive_label: 1` is "1". A boolean is how YAML reads a bare
+    yes / no / on / off / true / false, a word it no longer holds."""
+    if isinstance(value, bool):
+        raise ValueError(f"YAML reads a bare yes, no, on, off, true or false as {value}: quote the label")
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
+Label = Annotated[str, BeforeValidator(_label)]
+
+
 class DataConfig(Section):
     source: str = "synthetic_pairs"  # registry name: hub | local | synthetic_pairs | synthetic_tagging | ...
     name: str | None = None  # hub dataset, e.g. "glue/mrpc" (source: hub)
@@ -47,8 +60,8 @@ class DataConfig(Section):
     splits: dict[str, str] = Field(default_factory=lambda: {"train": "train", "dev": "dev"})
     # canonical name -> column name in the source, or a 0-based column index (CoNLL, header-less TSV/CSV)
     columns: dict[str, str | int] = Field(default_factory=dict)
-    labels: list[str] | None = None  # the label set; inferred from the training split when omitted
-    positive_label: str | None = None  # binary tasks: which label is "positive" (default: "1")
+    labels: list[Label] | None = None  # the label set; inferred from the training split when omitted
+    positive_label: Label | None = None  # binary tasks: which label is "positive" (default: "1")
     max_train_examples: int | None = Field(None, ge=1)
     max_dev_examples: int | None = Field(None, ge=1)
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
