@@ -59,6 +59,8 @@ def test_quiet_untracked_trial_prints_only_the_result(trial):
     assert len(err.splitlines()) <= 1
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["run_id"] is None and summary["outcome"] == names.COMPLETED
+    # the JSON says it too, for scripts that read only stdout
+    assert bool(summary["degenerate"]) == bool(err) and (not err or summary["degenerate"] in err)
 
 
 def test_an_unknown_key_is_a_config_error(trial):

@@ -2,8 +2,8 @@
 
 Exit codes: 0 completed or early-stopped; 1 the trial failed (non-finite loss, crash), with the reason on
 stderr; 2 a config, data or tracking error, found before training. With --json the last stdout line is one
-JSON object: outcome, reason, metric, steps, best_step, run_id, model_uri (the saved model, train.save_model),
-dev_<metric> (last evaluation) and best_dev_<metric> (best evaluation).
+JSON object: outcome, reason, degenerate, metric, steps, best_step, run_id, model_uri (the saved model,
+train.save_model), dev_<metric> (last evaluation) and best_dev_<metric> (best evaluation).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def _summary(result: TrialResult) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "outcome": result.outcome,
         "reason": result.reason,
+        "degenerate": result.degenerate,  # what the best evaluation collapsed to (one class...), or null
         "metric": result.metric,
         "steps": result.steps,
         "best_step": result.best_step,
