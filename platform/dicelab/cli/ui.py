@@ -33,10 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def port(text: str) -> int:
-    port = int(text)  # argparse turns a ValueError into "invalid _port value"; a range error names the range
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port (1 to 65535)")
-    return port
+    """--port's type: argparse says "invalid port value" for a non-number, this the range (a port of 70000
+    would end in socket's OverflowError)."""
+    number = int(text)
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{number} is not a port (1 to 65535)")
+    return number
 
 
 def run(args: argparse.Namespace) -> int:
