@@ -169,3 +169,7 @@ def test_extends_cycle_and_bad_value(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("extends: [x]\nname: c\n")
     with pytest.raises(ConfigError, match="'extends' must be a file name"):
         read_yaml(tmp_path / "c.yaml")
+    # a missing parent is named from the file whose `extends` names it: that is the line to fix
+    (tmp_path / "d.yaml").write_text("extends: typo.yaml\nname: d\n")
+    with pytest.raises(ConfigError, match=r"d\.yaml: config key 'extends': no such file .*typo\.yaml$"):
+        read_yaml(tmp_path / "d.yaml")

@@ -30,6 +30,8 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     parent_path = (path.parent / parent).resolve()
     if parent_path in _seen:
         raise ConfigError(f"{path}: config key 'extends': {parent} extends itself")
+    if not parent_path.is_file():  # named from the file that extends it: that is the line to fix
+        raise ConfigError(f"{path}: config key 'extends': no such file {parent_path}")
     return deep_merge(read_yaml(parent_path, (*_seen, parent_path)), data)
 
 
