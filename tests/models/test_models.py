@@ -10,6 +10,7 @@ from pathlib import Path
 import mlflow.pyfunc
 import pandas as pd
 import pytest
+import torch
 import transformers
 from mlflow import MlflowClient
 from mlflow.pyfunc.scoring_server import infer_and_parse_data
@@ -17,7 +18,7 @@ from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from dicelab.cli import main
 from dicelab.data import load_raw_dataset
-from dicelab.errors import DataError
+from dicelab.errors import ConfigError, DataError
 from dicelab.models import load_model, log_model, save_model_dir
 from dicelab.models.publishing import MODEL_TAG
 
@@ -273,6 +274,47 @@ def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
     assert code == 2
     assert len(error) == 1 and error[0].startswith("dicelab predict: error:") and message in error[0], error
     assert not out.exists() and not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--batch-size", "0"], "argument --batch-size: 0 is not a number of examples"),
+        (["--batch-size", "-3"], "argument --batch-size: -3 is not a number of examples"),
+        (["--out", "{tmp}"], "--out {tmp}: is a directory"),
+        pytest.param(
+            ["--device", "cuda"],
+            "device 'cuda': CUDA is not available on this machine",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"),
+        ),
+    ],
+)
+def test_bad_predict_options_are_one_line_exit_2_and_no_output(
+    options, message, saved_trials, tmp_path, capsys
+):
+    trial = saved_trials["pair_classification"]
+    source = write_jsonl(tmp_path / "pairs.jsonl", trial.inputs.dev_frame)
+    args = [option.format(tmp=tmp_path) for option in options]
+    try:
+        code = run_cli(trial.result.model_uri, source, "--tracking-uri", trial.store, *args)
+    except SystemExit as stop:  # argparse's own error
+        code = stop.code
+    captured = capsys.readouterr()
+    error = captured.err.strip().splitlines()
+    assert code == 2 and captured.out == ""
+    assert error[-1].startswith("dicelab predict: error:"), error
+    assert message.format(tmp=tmp_path) in error[-1], error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pairs.jsonl"]
+
+
+def test_the_api_refuses_a_batch_of_no_examples_and_a_missing_cuda_device(saved_trials):
+    trial = saved_trials["pair_classification"]
+    model = load_model(trial.result.model_uri, tracking_uri=trial.store)
+    with pytest.raises(ValueError, match="batch_size must be a positive number of examples, got 0"):
+        model.predict(trial.inputs.dev_frame, batch_size=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            load_model(trial.result.model_uri, tracking_uri=trial.store, device="cuda")
 
 
 def _written(path: Path, text: str) -> Path:

@@ -31,15 +31,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLflow store of models:/ and runs:/ URIs "
         "(default: env MLFLOW_TRACKING_URI, sqlite under ./.dicelab/)",
     )
-    parser.add_argument("--batch-size", type=int, help="examples per batch (default: the trial's eval batch)")
+    parser.add_argument(
+        "--batch-size", type=batch_size, help="examples per batch (default: the trial's eval batch)"
+    )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def batch_size(text: str) -> int:
+    """--batch-size's type: a positive number of examples."""
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not a number of examples (1 or more)")
+    return number
 
 
 def run(args: argparse.Namespace) -> int:
     source = Path(args.input).expanduser()
     if not source.is_file():
         raise DataError(f"{source}: no such file")
+    if args.out is not None and Path(args.out).is_dir():  # found now, not after loading and predicting
+        raise DataError(f"--out {args.out}: is a directory (give a file name)")
     tracking_uri = _store(args.model, args.tracking_uri)
     import torch
 

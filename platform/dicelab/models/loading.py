@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from dicelab.errors import DataError, TrackingError
+from dicelab.errors import ConfigError, DataError, TrackingError
 from dicelab.models.bundle import BUNDLE_ARTIFACT, is_bundle
 from dicelab.models.saved import SavedModel, load_bundle
 
@@ -23,7 +23,10 @@ def load_model(
 ) -> SavedModel:
     """The saved model at `uri`: `models:/<model_id>` or `models:/<name>/<version>`, `runs:/<run_id>/model`
     (from the tracking store `tracking_uri`, default MLflow's), an MLflow model directory, or a bundle
-    directory. Raises DataError / TrackingError with one line naming `uri` when there is no model there."""
+    directory. Raises DataError / TrackingError with one line naming `uri` when there is no model there,
+    ConfigError when `device` is a CUDA device this machine does not have."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {str(device)!r}: CUDA is not available on this machine (use cpu)")
     text = str(uri)
     if not text.startswith(MLFLOW_SCHEMES):
         return load_bundle(_bundle_of(Path(text).expanduser(), text), device)

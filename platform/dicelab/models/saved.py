@@ -68,6 +68,8 @@ class SavedModel:
         self, frame: pd.DataFrame, *, batch_size: int | None = None, progress: bool = False
     ) -> list[dict[str, Any]]:
         """One record per row of `frame` (canonical columns of the model's family), in row order."""
+        if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive number of examples, got {batch_size!r}")
         frame, has_gold = self.complete(frame)
         if frame.empty:
             return []
