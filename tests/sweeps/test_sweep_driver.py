@@ -4,8 +4,12 @@ replaced by one that fails as Ray does: making a real node miss its waits would 
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import ray
+import yaml
+from rich.console import Console
 
 from dicelab.sweeps import driver
 
@@ -50,3 +54,24 @@ def test_any_other_start_error_is_raised_as_it_is(monkeypatch, starts):
     with pytest.raises(ValueError, match="bad _system_config"):
         driver._start_local_ray({}, {})
     assert starts == ["init"]
+
+
+@pytest.mark.parametrize(
+    ("search", "expected"),
+    [
+        ({"seeds": [1]}, "1 trial (1 configuration x 1 seed)"),
+        (
+            {"seeds": [1, 2], "space": {"loss.name": {"grid": ["ce", "dice"]}}},
+            "4 trials (2 configurations x 2 seeds)",
+        ),
+        ({"space": {"loss.name": {"grid": ["ce"]}}}, "1 trial (1 configuration)"),
+    ],
+)
+def test_the_header_counts_in_words_that_agree(tmp_path, search, expected):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "search": search}))
+    options = driver.SweepOptions(config=str(path))
+    config, plan = driver.load_sweep_config(options)
+    console = Console(file=io.StringIO(), width=400)
+    driver._print_header(console, options, config, plan, "sqlite:///x.db")
+    assert f"sweep s: {expected}, grid search" in console.file.getvalue()

@@ -440,12 +440,16 @@ def _print_header(
 ) -> None:
     import dicelab
 
-    seeds = f" x {len(plan.seeds)} seeds" if plan.seeds else ""
-    trials = f"{plan.num_trials} trials ({plan.num_configurations} configurations{seeds})"
+    def plural(n: int, noun: str) -> str:
+        return f"{n} {noun}{'' if n == 1 else 's'}"
+
+    seeds = f" x {plural(len(plan.seeds), 'seed')}" if plan.seeds else ""
+    configurations = plural(plan.num_configurations, "configuration")
+    trials = f"{plural(plan.num_trials, 'trial')} ({configurations}{seeds})"
     if plan.racing is not None:
         racing = plan.racing
         trials = (
-            f"seed race of {plan.num_configurations} configurations ({racing.min_seeds} to "
+            f"seed race of {configurations} ({racing.min_seeds} to "
             f"{racing.max_seeds} seeds each, at most {plan.num_trials} trials, {racing.test} test at "
             f"{racing.confidence:g})"
         )
