@@ -12,7 +12,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from dicelab.analysis import AnalysisOptions, ablation_table, build_report, decisions, load_runs, observations
-from dicelab.analysis.decision import arena_statements
+from dicelab.analysis.decision import arena_statements, decision_lines
 from dicelab.cli import main
 from dicelab.errors import DicelabError
 from dicelab.tracking import conventions as names
@@ -278,6 +278,19 @@ def test_a_configuration_without_a_usable_seed_is_named_not_compared(tracking_ur
     assert arena["not_compared"] == "`dsc` (1 failed, 3 degenerate)"
     statements = arena_statements(arena, decided.comparisons, AnalysisOptions())
     assert "Not compared, no usable seed: `dsc` (1 failed, 3 degenerate)." in statements
+
+
+def test_nothing_to_decide_says_why_on_the_console_without_the_tests_footnote(tracking_uri, sweep_log):
+    log = sweep_log("none-usable")
+    for seed in range(2):
+        run_id = log.trial(1 / 3, loss="ce", seed=seed)
+        log.client.set_tag(run_id, names.DEGENERATE, "predicts a single class (1) at its best evaluation")
+    log.trial(None, loss="dice", seed=0, outcome="failed", reason="OOM", history=[])
+    runs = load_runs("none-usable", tracking_uri)
+    options = AnalysisOptions()
+    lines = decision_lines(decisions(runs, options), [], options, observations(runs, options))
+    assert lines[1] == "  nothing to decide: no configuration has a usable trial (1 failed, 2 degenerate)"
+    assert not any("paired seeds" in line for line in lines)  # no test ran: its footnote would mislead
 
 
 def test_analyze_judges_a_raced_sweep_by_the_race_test():

@@ -13,7 +13,7 @@ from dicelab.analysis._format import count, interval, number, signed
 from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
 from dicelab.analysis.cost import memory_statements, next_step_statement, spent_statement
 from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
-from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, metric_label
+from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, exclusion_reasons, metric_label
 from dicelab.analysis.race import RaceRecord
 from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
 
@@ -105,15 +105,16 @@ def decision_lines(
             lines.append(f"  {_plain(_arena_title(arena))}")
         statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE, trials)
         lines += [f"  - {_plain(statement)}" for statement in statements]
-    if decisions.arenas.empty:
-        lines.append("  nothing to decide: no configuration has a usable trial")
+    if decisions.arenas.empty:  # why, on the console too: the report lists the trials not counted
+        why = exclusion_reasons(trials, options) if trials is not None else ""
+        lines.append(f"  nothing to decide: no configuration has a usable trial{f' ({why})' if why else ''}")
     else:
         lines += [f"  - {_plain(statement)}" for statement in cost_statements(trials)]
-    test = "exact sign-flip permutation test" if options.test == "permutation" else "paired t test"
-    lines.append(
-        f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
-        f"{minimum_pairs(options)} pairs; details in the report)"
-    )
+        test = "exact sign-flip permutation test" if options.test == "permutation" else "paired t test"
+        lines.append(
+            f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
+            f"{minimum_pairs(options)} pairs; details in the report)"
+        )
     lines += [f"  note: {_plain(note)}" for note in decisions.notes]  # a --baseline no configuration has
     for race in races:
         lines.append(f"  seed race {race.sweep_id}: {race.decision}")
