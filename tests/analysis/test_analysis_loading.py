@@ -98,6 +98,15 @@ def test_unknown_experiment_lists_the_available_ones(tracking_uri, sweep_log):
         load_runs("quikstart", tracking_uri)
 
 
+def test_an_experiment_named_twice_is_loaded_once(tracking_uri, sweep_log):
+    # `dicelab analyze --experiment quick --compare quick` counted every trial twice (each seed a pair twice)
+    log = sweep_log("quick")
+    log.trial(0.7, seed=1)
+    log.trial(0.8, seed=2)
+    runs = load_runs(["quick", "quick"], tracking_uri)
+    assert runs.experiments == ["quick"] and len(runs.trials) == 2
+
+
 def test_a_missing_sqlite_store_is_an_error_not_a_new_empty_store(tmp_path):
     path = tmp_path / "nothing" / "mlflow.db"
     with pytest.raises(TrackingError, match="no MLflow store at"):

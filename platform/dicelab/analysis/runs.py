@@ -92,7 +92,8 @@ def load_runs(
     progress: bool = False,
 ) -> RunSet:
     """Load every trial of the named experiment(s) (all sweep invocations, or only `sweep_ids`)."""
-    names_list = [experiments] if isinstance(experiments, str) else list(experiments)
+    # each experiment once: `--compare` naming the analysed one again would count every trial twice
+    names_list = [experiments] if isinstance(experiments, str) else list(dict.fromkeys(experiments))
     if not names_list:
         raise TrackingError("no experiment to analyze")
     client, uri = open_client(tracking_uri)
