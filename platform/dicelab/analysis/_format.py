@@ -1,4 +1,4 @@
-"""How the report writes numbers, intervals, counts and file names."""
+"""How the report writes numbers, intervals and file names (counts: `dicelab.words`)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ def interval(low: float, high: float, *, signed: bool = False) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return "—"
     return f"[{low:+.2f}, {high:+.2f}]" if signed else f"[{low:.2f}, {high:.2f}]"
-
-
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def slug(text: str) -> str:

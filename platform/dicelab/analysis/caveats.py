@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from scipy import stats
 
-from dicelab.analysis._format import count
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.observations import DEGENERATE, LOSS, SEED, TASK, VARIANT, metric_label
 from dicelab.tracking import conventions as names
+from dicelab.words import count
 
 
 def caveats(ctx: ReportContext) -> list[str]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dicelab.analysis._format import count
 from dicelab.stats import NO_DIFFERENCE
 from dicelab.tracking import conventions as names
+from dicelab.words import count
 
 GPU_TOTAL_MEMORY_MB = names.GPU_TOTAL_MEMORY_MB  # the trial's GPU's memory, logged beside its peak
 # Per trial process on top of torch's peak allocation: the CUDA context and the caching allocator's slack

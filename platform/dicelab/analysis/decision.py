@@ -9,13 +9,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dicelab.analysis._format import count, interval, number, signed
+from dicelab.analysis._format import interval, number, signed
 from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
 from dicelab.analysis.cost import memory_statements, next_step_statement, spent_statement
 from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
 from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, exclusion_reasons, metric_label
 from dicelab.analysis.race import RaceRecord
 from dicelab.stats import BETTER, NO_DIFFERENCE, WORSE
+from dicelab.words import count
 
 POWER = 0.8  # the power seeds are sized for
 MAX_UNDECIDED = 12  # undecided comparisons spelled out per arena in the report (the table has them all)

@@ -18,7 +18,6 @@ import pandas as pd
 import yaml
 from mlflow.exceptions import MlflowException
 
-from dicelab.analysis._format import count
 from dicelab.analysis._store import quiet_artifact_transfers
 from dicelab.analysis.comparisons import ALL_VARIANTS, configurations, decisions
 from dicelab.analysis.observations import (
@@ -32,6 +31,7 @@ from dicelab.analysis.observations import (
 from dicelab.analysis.runs import RunSet, load_runs
 from dicelab.errors import DicelabError
 from dicelab.tracking import conventions as names
+from dicelab.words import count
 
 RACE_STATUS_WINNER = "winner"  # a trial run's dicelab.race.status when its configuration won the race
 EXPORTED_SUFFIX = "-best"  # the exported config's name: its runs go to their own experiment

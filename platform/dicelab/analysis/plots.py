@@ -19,6 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
 from dicelab.figure_files import write_png
+from dicelab.words import count
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
 # A fixed layout's margins, in inches (see _fixed_layout): the y tick and axis labels (three lines of 9 pt
@@ -229,7 +230,7 @@ def training_curves_figure(curves: pd.DataFrame, *, y_label: str, title: str) ->
     axes = figure.add_subplot()
     for index, (config, rows) in enumerate(curves.groupby("config", sort=False)):
         seeds = int(rows["n"].max())
-        label = f"{config} ({seeds} seed{'s' if seeds != 1 else ''})"
+        label = f"{config} ({count(seeds, 'seed')})"
         axes.plot(rows["step"], rows["mean"], marker=".", color=_COLORS[index % len(_COLORS)], label=label)
     axes.set_xlabel("optimizer step")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 1.25
@@ -322,9 +323,9 @@ def _jitter(points: pd.DataFrame) -> np.ndarray:
     """Offsets (fractions of the gap between x values) that spread the seeds of one value sideways, by rank
     so the figure is deterministic; at most a third of the gap, so seeds never drift to a neighbour."""
     rank = points.groupby("x").cumcount().to_numpy(dtype=float)
-    count = points.groupby("x")["x"].transform("size").to_numpy(dtype=float)
-    width = np.minimum(0.33, 0.04 * (count - 1))
-    return (rank / np.maximum(count - 1, 1) - 0.5) * width
+    seeds = points.groupby("x")["x"].transform("size").to_numpy(dtype=float)
+    width = np.minimum(0.33, 0.04 * (seeds - 1))
+    return (rank / np.maximum(seeds - 1, 1) - 0.5) * width
 
 
 def _unit_scale(values: pd.Series) -> np.ndarray:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from dicelab import __version__
 from dicelab.analysis import plots
-from dicelab.analysis._format import count, interval, number, signed
+from dicelab.analysis._format import interval, number, signed
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.design import format_value, short_name, swept_params
 from dicelab.analysis.document import Block, Bullets, Heading, Image, Table, Text
@@ -31,6 +31,7 @@ from dicelab.analysis.observations import (
 from dicelab.analysis.runs import load_histories
 from dicelab.analysis.sensitivity import CurveLine
 from dicelab.tracking import conventions as names
+from dicelab.words import count
 
 MAX_LISTED_TRIALS = 100  # excluded trials listed in the report; trials.csv has them all
 MAX_CURVE_CONFIGS = 10  # training-curve lines per figure (the best by mean)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dicelab.analysis._format import count, interval, number
+from dicelab.analysis._format import interval, number
 from dicelab.analysis.comparisons import Decisions
 from dicelab.analysis.cost import cost_of
 from dicelab.analysis.decision import _orient, _rows_of, arena_trials
 from dicelab.analysis.observations import AnalysisOptions, metric_label
 from dicelab.stats import BETTER
+from dicelab.words import count
 
 
 def summary_paragraph(

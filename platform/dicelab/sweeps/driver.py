@@ -31,6 +31,7 @@ from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
 from dicelab.tracking import conventions as names
 from dicelab.tracking.store import STORE_DIR
+from dicelab.words import count
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -440,12 +441,9 @@ def _print_header(
 ) -> None:
     import dicelab
 
-    def plural(n: int, noun: str) -> str:
-        return f"{n} {noun}{'' if n == 1 else 's'}"
-
-    seeds = f" x {plural(len(plan.seeds), 'seed')}" if plan.seeds else ""
-    configurations = plural(plan.num_configurations, "configuration")
-    trials = f"{plural(plan.num_trials, 'trial')} ({configurations}{seeds})"
+    seeds = f" x {count(len(plan.seeds), 'seed')}" if plan.seeds else ""
+    configurations = count(plan.num_configurations, "configuration")
+    trials = f"{count(plan.num_trials, 'trial')} ({configurations}{seeds})"
     if plan.racing is not None:
         racing = plan.racing
         trials = (
