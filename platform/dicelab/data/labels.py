@@ -6,7 +6,7 @@ import pandas as pd
 
 from dicelab.config import DataConfig
 from dicelab.data.base import Family
-from dicelab.data.iob import entity_types, tag_set
+from dicelab.data.iob import TagError, entity_types, iob2_labels, tag_set
 from dicelab.data.provenance import where
 from dicelab.errors import ConfigError, DataError
 
@@ -19,7 +19,8 @@ def resolve_label_names(
     """`data.labels` when given, else the source's own label set, else the labels seen in training.
 
     pairs: binary label sets end with the positive label (`data.positive_label`, default "1");
-    tagging: "O" comes first; spans: no labels.
+    tagging: "O" comes first, in IOB2 like the tags (a set given as IOBES, BMES or BILOU becomes the IOB2
+    set of its types); spans: no labels.
     """
     if family == "spans":
         return []
@@ -31,6 +32,10 @@ def resolve_label_names(
             names = tag_set(set().union(*map(entity_types, train["tags"])))
         if "O" not in names:
             raise ConfigError(f"config key 'data.labels': a tag set needs 'O' (got {', '.join(names)})")
+        try:
+            names = iob2_labels(names)
+        except TagError as error:
+            raise ConfigError(f"config key 'data.labels': {error}") from None
         return ["O", *(name for name in names if name != "O")]
     if not names:
         names = sorted(set(train["label"]), key=_natural_order)
