@@ -185,6 +185,37 @@ def test_an_input_file_without_gold_gets_the_same_predictions(task, layout, save
     assert_same_predictions(task, predicted, trial.logged_predictions, gold=False)
 
 
+@pytest.mark.parametrize("task", ["token_tagging", "mrc_ner"])
+def test_plain_text_one_sentence_a_line_gets_the_same_predictions(task, saved_trials, tmp_path):
+    """New sentences as they usually come: one a line, words split on whitespace (`--format lines`)."""
+    trial = saved_trials[task]
+    text = "".join(
+        " ".join(tokens) + "\n\n" for tokens in trial.inputs.dev_frame["tokens"]
+    )  # blank lines too
+    path = _written(tmp_path / "sentences.txt", text)
+    out = tmp_path / "out.jsonl"
+    code = run_cli(
+        trial.result.model_uri, path, "--format", "lines", "--out", out, "--tracking-uri", trial.store
+    )
+    assert code == 0
+    predicted = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert_same_predictions(task, predicted, trial.logged_predictions, gold=False)
+
+
+def test_plain_text_read_as_conll_or_given_to_a_pairs_model_says_what_to_do(saved_trials, tmp_path, capsys):
+    tagging, pairs = saved_trials["token_tagging"], saved_trials["pair_classification"]
+    path = _written(tmp_path / "sentences.txt", "Hans Schmidt went to Paris\nLi saw Bonn\n")
+    assert run_cli(tagging.result.model_uri, path, "--tracking-uri", tagging.store) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "sentences.txt:2: expected 5 columns, found 3" in error[0], error
+    assert error[0].endswith("a file of one sentence per line is --format lines)"), error
+    assert run_cli(pairs.result.model_uri, path, "--format", "lines", "--tracking-uri", pairs.store) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--format lines is one sentence per line, for tagging models" in error[0], (
+        error
+    )
+
+
 def test_pyfunc_reads_a_frame_in_the_datas_own_column_names_and_one_example_as_a_dict(saved_trials):
     """What a client has at hand: GLUE's sentence1 / sentence2 (the hub's names), one example served as
     `{"inputs": {...}}`; without a column it could use, the error names the names it looks for."""

@@ -2,7 +2,8 @@
 
 MODEL: `models:/<model_id>`, `models:/<name>/<version>`, `runs:/<run_id>/model` (from the tracking store) or a
 local directory (an MLflow model directory or a dicelab bundle). INPUT: a split file of the model's family
-(TSV / CSV / JSON lines / Parquet / CoNLL / SQuAD / MRC-NER JSON). The output holds the task's prediction
+(TSV / CSV / JSON lines / Parquet / CoNLL / SQuAD / MRC-NER JSON), or for a tagging model plain text, one
+sentence per line (`--format lines`). The output holds the task's prediction
 records: labels and probabilities (pairs, sentences), tags (tagging), entity spans (mrc_ner), answers (span
 extraction), with the gold fields when the input has them. Exit code 2, and no output file, on a bad model
 or input.
@@ -18,14 +19,19 @@ from pathlib import Path
 from dicelab.errors import DataError, TrackingError
 from dicelab.files import write_atomically
 
-FORMATS = ("auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner")
+FORMATS = ("auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner", "lines")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="models:/…, runs:/…/model or a local model directory")
     parser.add_argument("input", help="a data file of the model's task family")
     parser.add_argument("--out", help="write the JSON lines here (default: stdout)")
-    parser.add_argument("--format", choices=FORMATS, default="auto", help="INPUT's format (default: suffix)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="auto",
+        help="INPUT's format (default: suffix); lines: one sentence per line (tagging models)",
+    )
     parser.add_argument(
         "--tracking-uri",
         help="MLflow store of models:/ and runs:/ URIs "

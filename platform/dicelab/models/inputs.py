@@ -3,7 +3,8 @@
 Gold columns are optional in TSV, CSV, JSON lines and Parquet (the input columns are enough: text_a[, text_b]
 / tokens / question, context[, id]): a file of inputs only, as GLUE's test files are (CoNLL's and SQuAD's
 layouts hold gold). A file that holds another family's data is named as such, rather than as a missing
-column.
+column. A tagging model also reads plain text (`lines`: one sentence per line, words split on whitespace),
+what new sentences usually come as.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def read_input(
     """
     if not path.is_file():
         raise DataError(f"{path}: no such file")
+    if format == "lines":
+        return _sentences(path, family, task_name)
     try:
         if columns:
             with contextlib.suppress(DataError):
@@ -49,7 +52,28 @@ def read_input(
                 f"{path}: holds {other} data ({FAMILY_DATA[other]}), but the model is a {task_name} model, "
                 f"which predicts on {family} data ({needs})"
             ) from None
+        if family == "tagging" and format in ("auto", "conll") and path.suffix.lower() not in STRUCTURED:
+            raise DataError(f"{error} (read as CoNLL, a word and its tag per line; {LINES_HINT})") from None
         raise error from None
+
+
+STRUCTURED = (".csv", ".json", ".jsonl", ".ndjson", ".parquet")  # suffixes that are never CoNLL
+LINES_HINT = "a file of one sentence per line is --format lines"
+
+
+def _sentences(path: Path, family: str, task_name: str) -> pd.DataFrame:
+    """One sentence per non-blank line, its words split on whitespace (the `tokens` of a tagging model)."""
+    if family != "tagging":
+        raise DataError(
+            f"{path}: --format lines is one sentence per line, for tagging models; this is a {task_name} "
+            f"model, which predicts on {family} data ({', '.join(INPUT_COLUMNS[family])})"
+        )
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    sentences = [line.split() for line in text.splitlines()]
+    return pd.DataFrame({"tokens": [words for words in sentences if words]})
 
 
 def _read(
