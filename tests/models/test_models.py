@@ -239,6 +239,24 @@ def test_pyfunc_reads_a_frame_in_the_datas_own_column_names_and_one_example_as_a
         )
 
 
+def test_pyfunc_reads_one_sentence_of_a_tagging_model_as_a_dict_of_its_words(saved_trials):
+    """`{"tokens": [...]}` is one sentence (as a client writes it, and as `mlflow models serve` hands over
+    `{"inputs": {...}}`), not a column of one-word sentences; a list of sentences is still a column."""
+    trial = saved_trials["token_tagging"]
+    sentences = [list(tokens) for tokens in trial.inputs.dev_frame["tokens"][:2]]
+    with _use_tracking_uri(trial.store):
+        model = mlflow.pyfunc.load_model(trial.result.model_uri)
+        one = model.predict({"tokens": sentences[0]}).to_dict(orient="records")
+        served = model.predict(infer_and_parse_data({"inputs": {"tokens": sentences[0]}})).to_dict(
+            orient="records"
+        )
+        both = model.predict({"tokens": sentences}).to_dict(orient="records")
+    expected = trial.logged_predictions[:2]
+    assert_same_predictions("token_tagging", one, expected[:1], gold=False)
+    assert_same_predictions("token_tagging", served, expected[:1], gold=False)
+    assert_same_predictions("token_tagging", both, expected, gold=False)
+
+
 def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_named_alike(
     workspace, store, tmp_path
 ):

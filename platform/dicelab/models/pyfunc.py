@@ -29,18 +29,31 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
-        frame = model_input if isinstance(model_input, pd.DataFrame) else _frame(model_input)
+        frame = (
+            model_input if isinstance(model_input, pd.DataFrame) else _frame(model_input, self.saved.family)
+        )
         batch_size = (params or {}).get("batch_size")
         return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
 
 
-def _frame(model_input: Any) -> pd.DataFrame:
-    """Records, a dict of columns, or one example as a dict of strings (served as `{"inputs": {...}}`)."""
-    if isinstance(model_input, dict) and all(not _is_sequence(value) for value in model_input.values()):
-        return pd.DataFrame([model_input])
+def _frame(model_input: Any, family: str) -> pd.DataFrame:
+    """Records, a dict of columns, or one example as a dict (served as `{"inputs": {...}}`): of strings, or
+    for a tagging model of flat lists (`{"tokens": ["Hans", "went"]}` is one sentence; a dict of columns
+    holds a list of sentences, `{"tokens": [["Hans", "went"], ["Li"]]}`)."""
+    if isinstance(model_input, dict):
+        values = list(model_input.values())
+        if all(not _is_sequence(value) for value in values):
+            return pd.DataFrame([model_input])
+        if family == "tagging" and all(_is_flat(value) for value in values):
+            return pd.DataFrame([{key: list(value) for key, value in model_input.items()}])
     return pd.DataFrame(model_input)
 
 
 def _is_sequence(value: Any) -> bool:
     # served JSON arrives as numpy arrays: a string is a 0-d one
     return isinstance(value, list | tuple) or getattr(value, "ndim", 0) > 0
+
+
+def _is_flat(value: Any) -> bool:
+    """A list of scalars (a sentence's words or tags), not a list of them."""
+    return _is_sequence(value) and not any(_is_sequence(item) for item in value)
