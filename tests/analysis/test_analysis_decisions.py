@@ -157,7 +157,11 @@ def test_one_seed_gives_no_interval_no_test_and_says_so(tracking_uri, sweep_log,
     assert math.isnan(row.low) and math.isnan(row.p_value) and pd.isna(row.seeds_needed)
     assert row.verdict == "no detectable difference" and "one seed" in row.note
     markdown = build_report(runs, tmp_path / "r", log_to_mlflow=False).markdown.read_text(encoding="utf-8")
-    assert "unpaired (fewer than 2 seeds in common)" in markdown
+    assert (
+        "unpaired (fewer than 2 seeds in common): one seed on a side: no spread, so no interval and no test"
+        in (markdown)
+    )
+    assert "in common): exact" not in markdown  # no test named where none ran
     assert "the spread is unknown until both have 2 seeds in common" in markdown
 
 
