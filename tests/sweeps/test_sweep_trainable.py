@@ -89,3 +89,17 @@ def test_the_closing_result_of_a_failed_trial_is_not_counted_as_an_evaluation(mo
     trainable.TuneReporter.report_failure("dev_f1")  # then non-finite
     last = _tune_last_result(results)
     assert trainable.evaluations(last) == 2 and last["dev_f1"] != last["dev_f1"]  # NaN: no value
+
+
+def test_a_run_name_shows_sampled_floats_to_six_significant_digits():
+    """A random or Optuna draw is a long float; its run name shows it as the analysis does."""
+    point = {
+        "loss.name": "focal",
+        "loss.gamma": 2.533175598000681,
+        "train.seed": 1,
+        "train.learning_rate": 2e-05,
+    }
+    assert trainable.run_name(point) == "focal gamma=2.53318 learning_rate=2e-05 seed=1"
+    assert (
+        trainable.run_name({"loss.alpha": 0.3, "data.variant": "+positive"}) == "alpha=0.3 variant=+positive"
+    )

@@ -87,8 +87,13 @@ def run_name(overrides: Point) -> str:
     parts = [str(overrides[LOSS_KEY])] if LOSS_KEY in overrides else []
     # the seed last (a stable sort keeps the order of the others)
     others = sorted((key for key in overrides if key != LOSS_KEY), key=lambda key: key == SEED_KEY)
-    parts += [f"{key.rsplit('.', 1)[-1]}={overrides[key]}" for key in others]
+    parts += [f"{key.rsplit('.', 1)[-1]}={_shown(overrides[key])}" for key in others]
     return " ".join(parts) or "trial"
+
+
+def _shown(value: Any) -> str:
+    # a sampled float to 6 significant digits, as the analysis shows it ("gamma=2.53318")
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def trial_config(context: SweepContext, point: Point) -> tuple[ExperimentConfig, Point]:
