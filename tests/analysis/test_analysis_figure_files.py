@@ -112,3 +112,16 @@ def test_the_fixed_layout_keeps_every_label_inside_the_figure_and_clear_of_the_l
         stacked = sorted(figure.axes, key=lambda axes: axes.get_position().y0)
         for lower, upper in itertools.pairwise(stacked):  # stacked panels do not overlap
             assert lower.get_tightbbox(renderer).y1 <= upper.get_window_extent(renderer).y0
+
+
+def test_sampled_values_closer_than_a_label_get_no_overlapping_labels():
+    """A random search's values (0.60, 2.02, 2.09, 2.53): 2.02 and 2.09 are closer than a label's width."""
+    curves, points = _curves(4)
+    sampled = dict(zip(sorted(curves["x"].unique()), [0.602434, 2.01659, 2.0924, 2.53318], strict=True))
+    curves["x"], points["x"] = curves["x"].map(sampled), points["x"].map(sampled)
+    figure = plots.sensitivity_figure(
+        curves, points, param="loss.gamma", relation="", y_label="F1 (%)", title="focal", bounds=(0, 100)
+    )
+    assert figure.axes[0].get_xticks().tolist() == [0.602434, 2.01659, 2.53318]
+    line = next(line for line in figure.axes[0].lines if len(line.get_xdata()) == 4)
+    assert sorted(line.get_xdata()) == sorted(sampled.values())  # every value still has its point

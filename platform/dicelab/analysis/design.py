@@ -62,11 +62,24 @@ def config_label(values: Iterable[tuple[str, Any]]) -> str:
 
 
 def _moves_with(frame: pd.DataFrame, lead: str, other: str) -> bool:
-    """True when `other` is a one-to-one function of `lead` (and both are logged on the same trials)."""
+    """True when `other` is a one-to-one function of `lead` (and both are logged on the same trials).
+
+    Two numbers must also lie on a line (beta = 1 − alpha, a tie of `search.tied` such as 2 × alpha): values
+    drawn independently (random or Optuna search over gamma and the learning rate) are one-to-one by chance,
+    each draw being new, and stay two parameters. Two distinct points always lie on a line, so they fold."""
     if (frame[lead].isna() != frame[other].isna()).any():
         return False
     pairs = frame[[lead, other]].dropna().drop_duplicates()
-    return len(pairs) == pairs[lead].nunique() == pairs[other].nunique()
+    if not len(pairs) == pairs[lead].nunique() == pairs[other].nunique():
+        return False
+    numeric = pd.api.types.is_numeric_dtype(pairs[lead]) and pd.api.types.is_numeric_dtype(pairs[other])
+    if not numeric or len(pairs) < 3:
+        return True
+    x, y = pairs[lead].to_numpy(dtype=float), pairs[other].to_numpy(dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    return bool(
+        np.allclose(slope * x + intercept, y, rtol=1e-6, atol=1e-9 * max(1.0, float(np.abs(y).max())))
+    )
 
 
 def _relation(frame: pd.DataFrame, lead: str, follower: str) -> str:

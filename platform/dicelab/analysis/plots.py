@@ -184,6 +184,8 @@ def sensitivity_figure(
     ticks = sorted(set(values))
     if numeric and len(ticks) > MAX_X_TICKS:  # more labels than fit side by side: evenly spaced ones
         ticks = [ticks[i] for i in np.unique(np.linspace(0, len(ticks) - 1, MAX_X_TICKS).round().astype(int))]
+    if numeric:
+        ticks = _apart(ticks, logarithmic)
     axes.set_xticks(ticks, [format_value(v) for v in ticks] if numeric else categories)
     axes.minorticks_off()
     axes.set_ylabel(y_label)
@@ -349,6 +351,25 @@ def _category_positions(values: pd.Series) -> dict[str, float]:
     if len(categories) == 1:
         return {categories[0]: 0.5}
     return {name: 1 - index / (len(categories) - 1) for index, name in enumerate(categories)}
+
+
+def _apart(ticks: list[float], logarithmic: bool) -> list[float]:
+    """The swept values whose labels do not overlap: sampled values (random or Optuna search) can lie closer
+    than a label's width, and their labels then print over each other. From the left, a value is labelled
+    when it is at least a tenth of the axis from the last labelled one; the largest is always labelled (in
+    place of the one before it when those two are too close)."""
+    where = np.log10(ticks) if logarithmic else np.asarray(ticks, dtype=float)
+    gap = (where[-1] - where[0]) / 10 if len(ticks) > 1 else 0.0
+    kept = [0]
+    for index in range(1, len(ticks)):
+        if where[index] - where[kept[-1]] >= gap:
+            kept.append(index)
+    last = len(ticks) - 1
+    if kept[-1] != last:
+        if len(kept) > 1:
+            kept.pop()
+        kept.append(last)
+    return [ticks[index] for index in kept]
 
 
 def _axis_ticks(values: pd.Series, max_labels: int) -> list[tuple[float, str]]:
