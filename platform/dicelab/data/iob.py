@@ -49,7 +49,7 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
 def iob2_labels(names: Sequence[str]) -> list[str]:
     """A label set as the normalised tags use it: an IOB2 list stays as it is (its order too); one of another
     scheme (S-PER, E-PER, M-PER, ...) becomes the IOB2 set of its types."""
-    prefixes = set()
+    prefixes: set[str] = set()
     for position, name in enumerate(names):
         if name != "O":
             prefix, dash, entity_type = name.partition("-")
