@@ -288,15 +288,15 @@ def _missing_and_unpaired(rows: pd.DataFrame) -> list[str]:
                 f"`{name}` misses {count(n, 'seed')} the others ran (failed, degenerate or no value): "
                 "compared on the seeds it has."
             )
-    unpaired = ~rows["paired"].astype(bool)
-    untested = unpaired & rows["p_value"].isna() & (rows["note"].astype(str) != "")
+    unpaired, noted = ~rows["paired"].astype(bool), rows["note"].astype(str) != ""
+    untested = unpaired & rows["p_value"].isna() & noted
     for index, row in rows[unpaired].iterrows():
         # a comparison that ran no test (one seed on a side) says why instead of naming the test it would use
         how = row["note"] if untested[index] else row["test"]
         statements.append(
             f"`{row['candidate']}` vs `{row['reference']}` is unpaired (fewer than 2 seeds in common): {how}."
         )
-    for _, row in rows[(rows["note"].astype(str) != "") & ~untested].iterrows():
+    for _, row in rows[noted & ~untested].iterrows():
         statements.append(f"`{row['candidate']}` vs `{row['reference']}`: {row['note']}.")
     return statements
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from dicelab.analysis.observations import hyperparameter_columns
+from dicelab.words import format_value
 
 _SHORT_NAMES = {"loss.name": "loss", "data.variant": "variant"}
 
@@ -48,12 +49,6 @@ def swept_params(frame: pd.DataFrame, param_columns: Sequence[str]) -> list[Swep
 def short_name(key: str) -> str:
     """loss.alpha -> alpha, loss.name -> loss, data.variant -> variant; others keep their section."""
     return _SHORT_NAMES.get(key, key.removeprefix("loss."))
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, float | np.floating):
-        return "n/a" if np.isnan(value) else f"{value:g}"
-    return str(value)
 
 
 def config_label(values: Iterable[tuple[str, Any]]) -> str:

@@ -37,9 +37,7 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
             result.append(tag)
             open_type = None
             continue
-        prefix, dash, entity_type = tag.partition("-")
-        if not dash or prefix not in PREFIXES or not entity_type:
-            raise TagError(position, tag)
+        prefix, entity_type = _split(position, tag)
         continues = prefix in INSIDE and open_type == entity_type
         result.append(f"{'I' if continues else 'B'}-{entity_type}")
         open_type = None if prefix in CLOSING else entity_type
@@ -49,16 +47,18 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
 def iob2_labels(names: Sequence[str]) -> list[str]:
     """A label set as the normalised tags use it: an IOB2 list stays as it is (its order too); one of another
     scheme (S-PER, E-PER, M-PER, ...) becomes the IOB2 set of its types."""
-    prefixes: set[str] = set()
-    for position, name in enumerate(names):
-        if name != "O":
-            prefix, dash, entity_type = name.partition("-")
-            if not dash or prefix not in PREFIXES or not entity_type:
-                raise TagError(position, name)
-            prefixes.add(prefix)
+    prefixes = {_split(position, name)[0] for position, name in enumerate(names) if name != "O"}
     if prefixes <= {"B", "I"}:
         return list(names)
     return tag_set(entity_types(name for name in names if name != "O"))
+
+
+def _split(position: int, tag: str) -> tuple[str, str]:
+    """(prefix, type) of a tag other than O; a TagError when it is of no known scheme."""
+    prefix, dash, entity_type = tag.partition("-")
+    if not dash or prefix not in PREFIXES or not entity_type:
+        raise TagError(position, tag)
+    return prefix, entity_type
 
 
 def entity_types(tags: Iterable[str]) -> set[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dicelab.data import read_split_file
+from dicelab.data.readers import detect_format, read_text
 from dicelab.errors import DataError
 from dicelab.models.saved import INPUT_COLUMNS
 
@@ -52,12 +53,12 @@ def read_input(
                 f"{path}: holds {other} data ({FAMILY_DATA[other]}), but the model is a {task_name} model, "
                 f"which predicts on {family} data ({needs})"
             ) from None
-        if family == "tagging" and format in ("auto", "conll") and path.suffix.lower() not in STRUCTURED:
+        read_as = detect_format(path, "tagging") if format == "auto" else format
+        if family == "tagging" and read_as == "conll":
             raise DataError(f"{error} (read as CoNLL, a word and its tag per line; {LINES_HINT})") from None
         raise error from None
 
 
-STRUCTURED = (".csv", ".json", ".jsonl", ".ndjson", ".parquet")  # suffixes that are never CoNLL
 LINES_HINT = "a file of one sentence per line is --format lines"
 
 
@@ -68,11 +69,7 @@ def _sentences(path: Path, family: str, task_name: str) -> pd.DataFrame:
             f"{path}: --format lines is one sentence per line, for tagging models; this is a {task_name} "
             f"model, which predicts on {family} data ({', '.join(INPUT_COLUMNS[family])})"
         )
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    sentences = [line.split() for line in text.splitlines()]
+    sentences = [line.split() for line in read_text(path).splitlines()]
     return pd.DataFrame({"tokens": [words for words in sentences if words]})
 
 

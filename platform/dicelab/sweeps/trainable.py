@@ -42,6 +42,7 @@ from dicelab.training import inputs_key, run_trial
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult, TrialStopped
 from dicelab.training.reporters import MlflowReporter
 from dicelab.training.resources import TrialResources
+from dicelab.words import format_value
 
 STATE_FILE = "trial_state.pt"
 BEST_FILE = "best_model.pt"  # a trial's last checkpoint, after its end: {"best_step", "best_model_state"}
@@ -87,13 +88,9 @@ def run_name(overrides: Point) -> str:
     parts = [str(overrides[LOSS_KEY])] if LOSS_KEY in overrides else []
     # the seed last (a stable sort keeps the order of the others)
     others = sorted((key for key in overrides if key != LOSS_KEY), key=lambda key: key == SEED_KEY)
-    parts += [f"{key.rsplit('.', 1)[-1]}={_shown(overrides[key])}" for key in others]
-    return " ".join(parts) or "trial"
-
-
-def _shown(value: Any) -> str:
     # a sampled float to 6 significant digits, as the analysis shows it ("gamma=2.53318")
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+    parts += [f"{key.rsplit('.', 1)[-1]}={format_value(overrides[key])}" for key in others]
+    return " ".join(parts) or "trial"
 
 
 def trial_config(context: SweepContext, point: Point) -> tuple[ExperimentConfig, Point]:

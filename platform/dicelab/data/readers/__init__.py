@@ -9,6 +9,7 @@ from dicelab.data.readers._reading import (
     read_split_file,
     read_table,
 )
+from dicelab.data.readers._text import read_text
 
 __all__ = [
     "FILE_SUFFIXES",
@@ -19,4 +20,5 @@ __all__ = [
     "read_located",
     "read_split_file",
     "read_table",
+    "read_text",
 ]
