@@ -7,12 +7,15 @@ AutoModel), as a hub id would. For every family and every task, on the task's sy
     within 1e-5 (eval mode);
 (b) the sentence head pools the family's summary token ([CLS] first, XLNet's <cls> last), and the encoder
     sees exactly what the tokenizer's own padding gives (pad id, padding side, segment ids where it has them);
-(c) a short training run on one batch lowers the loss with finite values and gradients throughout.
+(c) a short training run on one batch lowers the loss with finite values and gradients throughout;
+(d) on a CUDA GPU (skipped without one), a batch of examples of different lengths gets the CPU's scores in
+    fp32, and finite scores close to them under bf16 and fp16 autocast.
 The old rule, the first position for every family, fails (b) for XLNet and only for XLNet.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -29,7 +32,6 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from mlflow import MlflowClient
 from tests.tasks.families_fixtures import FAMILY_MODEL_TYPES, save_backbone
 from torch import nn
 from transformers import AutoTokenizer, MPNetConfig
@@ -181,8 +183,12 @@ def row_scores(model: nn.Module, batch: dict[str, torch.Tensor]) -> list[torch.T
             starts, ends = zip(
                 *[(i, j) for i in range(length) for j in range(i, min(length, i + 3))], strict=True
             )
-            index = torch.full((len(starts),), row)
-            match = model.match_scores(hidden, index, torch.tensor(starts), torch.tensor(ends))
+            index = torch.full((len(starts),), row, device=hidden.device)
+            starts, ends = (
+                torch.tensor(starts, device=hidden.device),
+                torch.tensor(ends, device=hidden.device),
+            )
+            match = model.match_scores(hidden, index, starts, ends)
             rows.append(torch.cat([boundaries[row, :length].flatten(), match]))
         return rows
     if output.dim() == 2:  # one score vector per sequence
@@ -405,6 +411,67 @@ def test_a_short_training_run_lowers_the_loss(
     assert evaluated_loss() < 0.9 * before
 
 
+# (d) on a CUDA GPU ----------------------------------------------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+# CPU and CUDA fp32 run different kernels (attention included): equal to float32 rounding
+CUDA_FP32_TOLERANCE = 1e-4
+# autocast keeps 8 (bf16) or 11 (fp16) bits of mantissa in every matrix product of two layers
+HALF_TOLERANCE = 5e-2
+
+
+def _on_cuda(batch: dict[str, Any]) -> dict[str, Any]:
+    return {key: value.cuda() if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+@needs_cuda
+@every_family
+@every_task
+@torch.no_grad()
+def test_on_cuda_a_padded_batch_gets_the_cpu_scores(
+    family: str, task_name: str, cases: Callable[[str, str], FamilyCase]
+) -> None:
+    case = cases(family, task_name)
+    on_cpu = case.eval_model()
+    on_gpu = copy.deepcopy(on_cpu).cuda()
+    rows = list(case.features["dev"])[:BATCH]
+    assert len({len(row["input_ids"]) for row in rows}) > 1  # the batch pads some of its rows
+    batch = case.task.collate(rows)
+    expected = row_scores(on_cpu, batch)
+
+    in_fp32 = row_scores(on_gpu, _on_cuda(batch))
+    for row, (gpu, cpu) in enumerate(zip(in_fp32, expected, strict=True)):
+        torch.testing.assert_close(
+            gpu.cpu(), cpu, rtol=CUDA_FP32_TOLERANCE, atol=CUDA_FP32_TOLERANCE, msg=f"row {row}"
+        )
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast("cuda", dtype=dtype):
+            in_half = row_scores(on_gpu, _on_cuda(batch))
+        for row, (gpu, cpu) in enumerate(zip(in_half, expected, strict=True)):
+            assert torch.isfinite(gpu).all(), f"{dtype} row {row}"
+            torch.testing.assert_close(
+                gpu.float().cpu(), cpu, rtol=HALF_TOLERANCE, atol=HALF_TOLERANCE, msg=f"{dtype} row {row}"
+            )
+
+
+@needs_cuda
+@every_family
+@every_task
+def test_on_cuda_a_bf16_training_step_has_finite_gradients_close_to_fp32(
+    family: str, task_name: str, cases: Callable[[str, str], FamilyCase]
+) -> None:
+    case = cases(family, task_name)
+    model, loss_fn = case.model().cuda().eval(), build_loss("ce")  # eval: no dropout between the two
+    batch = _on_cuda(case.task.collate(list(case.features["train"])[:4]))
+    in_fp32 = case.task.training_loss(model, batch, loss_fn)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        in_bf16 = case.task.training_loss(model, batch, loss_fn)
+    assert in_bf16.dtype == torch.float32  # the losses compute outside autocast
+    assert in_bf16.item() == pytest.approx(in_fp32.item(), rel=HALF_TOLERANCE)
+    in_bf16.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
 # Bad backbones: one line naming the key, exit 2, nothing written ------------------------------------------
 
 
@@ -513,6 +580,8 @@ def test_a_hub_revision_resolves_to_its_commit_and_is_recorded_on_the_run(
     )
     trained, refused = json.loads(completed.stdout.strip().splitlines()[-1])
     assert trained["code"] == 0, trained["err"]
+    from mlflow import MlflowClient  # here: the rest of the module runs on a GPU machine without MLflow
+
     run = MlflowClient(store).get_run(json.loads(trained["out"].strip().splitlines()[-1])["run_id"])
     assert run.data.tags[names.BACKBONE_COMMIT] == commit
     assert run.data.params["model.revision"] == "main"

@@ -1,0 +1,170 @@
+"""Trials on a CUDA GPU: every task in every precision, the same losses as on CPU, resuming, and the saved
+model predicting on the GPU what the trial evaluated.
+
+These tests run where torch sees a CUDA device and are skipped elsewhere (the project's CI has none): run
+`pytest tests/training/test_training_cuda.py tests/tasks/test_tasks_families.py` on a GPU machine
+(docs/development.md, "Tests on a GPU"). They need no MLflow, Ray or network.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+from dicelab.config import ExperimentConfig
+from dicelab.models.bundle import BundleInfo, write_bundle
+from dicelab.models.saved import load_bundle
+from dicelab.tasks import TASKS
+from dicelab.tracking import conventions as names
+from dicelab.tracking.lifecycle import State
+from dicelab.training import Evaluation, Reporter, TrialResult, run_trial
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+# family of the training conftest's configs, and the task trained on it
+TASK_CASES = [
+    ("pairs", "pair_classification"),
+    ("tagging", "token_tagging"),
+    ("tagging", "mrc_ner"),
+    ("spans", "span_extraction"),
+]
+# CPU and CUDA fp32 run different kernels: the same steps agree to float32 rounding, not bit for bit
+FP32_TOLERANCE = 1e-3
+# bf16 / fp16 autocast keeps 8 / 11 bits of mantissa in the encoder's matrix products
+HALF_TOLERANCE = 5e-2
+
+
+class Losses(Reporter):
+    """The training loss at every step and the resumable state at every evaluation."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.evaluations: list[Evaluation] = []
+        self.states: dict[int, dict] = {}
+
+    def on_step(self, step: int, metrics: dict[str, float]) -> None:
+        if names.TRAIN_LOSS in metrics:
+            self.losses.append(metrics[names.TRAIN_LOSS])
+
+    def on_evaluation(self, evaluation: Evaluation) -> None:
+        self.evaluations.append(evaluation)
+        self.states[evaluation.step] = evaluation.state()
+
+    def on_end(self, result: TrialResult) -> None:
+        self.result = result
+
+
+def _config(make_config, family: str, task_name: str, *overrides: str) -> ExperimentConfig:
+    return make_config(
+        family,
+        f"task.name={task_name}",
+        "train.max_steps=8",
+        "train.eval_every_steps=4",
+        "train.log_every_steps=1",
+        "model.dropout=0.0",  # dropout draws differ between the CPU and CUDA generators
+        *overrides,
+    )
+
+
+def _train(config: ExperimentConfig, inputs) -> tuple[TrialResult, Losses]:
+    recorder = Losses()
+    result = run_trial(config, recorder, inputs=inputs)
+    return result, recorder
+
+
+@pytest.mark.parametrize(("family", "task_name"), TASK_CASES)
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_cuda_trial_follows_the_cpu_trial_of_the_same_seed(
+    make_config, inputs_for, family, task_name, precision
+):
+    cpu_config = _config(make_config, family, task_name, "train.device=cpu")
+    inputs = inputs_for(cpu_config)
+    cpu, cpu_losses = _train(cpu_config, inputs)
+    before = torch.cuda.memory_allocated()
+
+    gpu_config = _config(make_config, family, task_name, "train.device=cuda", f"train.precision={precision}")
+    gpu, gpu_losses = _train(gpu_config, inputs)
+
+    assert gpu.outcome == State.COMPLETED.value and gpu.steps == cpu.steps == 8
+    assert all(math.isfinite(value) for value in gpu.best_metrics.values())
+    tolerance = FP32_TOLERANCE if precision == "fp32" else HALF_TOLERANCE
+    skipped = int(gpu.resource_metrics.get(names.SKIPPED_STEPS, 0))
+    assert skipped <= (1 if precision == "fp16" else 0)  # the scaler's first scale may overflow once
+    # a step the fp16 scaler skipped logs its loss but does not update: compare the steps before it only
+    compared = cpu_losses.losses if not skipped else cpu_losses.losses[:1]
+    assert len(gpu_losses.losses) == len(cpu_losses.losses)
+    for step, (on_cpu, on_gpu) in enumerate(zip(compared, gpu_losses.losses, strict=False), start=1):
+        assert on_gpu == pytest.approx(on_cpu, rel=tolerance), (
+            f"step {step}: {on_gpu} on CUDA, {on_cpu} on CPU"
+        )
+    assert gpu.resource_metrics[names.GPU_PEAK_MEMORY_MB] > 0
+    assert torch.cuda.memory_allocated() == before  # the trial gave its memory back
+
+
+def test_a_cuda_trial_resumes_where_it_stopped(make_config, inputs_for):
+    """The CUDA generator is part of the state: dropout after resuming draws what it would have drawn."""
+    config = make_config(
+        "pairs",
+        "train.device=cuda",
+        "train.precision=fp32",
+        "train.max_steps=12",
+        "train.eval_every_steps=3",
+        "train.grad_accum_steps=3",
+        "model.dropout=0.2",
+    )
+    inputs = inputs_for(config)
+    uninterrupted = Losses()
+    expected = run_trial(config, uninterrupted, inputs=inputs)
+
+    buffer = io.BytesIO()
+    torch.save(uninterrupted.states[6], buffer)
+    buffer.seek(0)
+    resumed = Losses()
+    result = run_trial(config, resumed, inputs=inputs, resume_state=torch.load(buffer, weights_only=True))
+
+    assert [e.step for e in resumed.evaluations] == [9, 12]
+    assert (result.steps, result.best_step) == (expected.steps, expected.best_step)
+    # CUDA's atomic adds (embedding gradients) sum in no fixed order: equal to rounding, not bit for bit
+    assert resumed.losses == pytest.approx(uninterrupted.losses[-len(resumed.losses) :], rel=1e-5)
+    for name, tensor in uninterrupted.states[12]["model"].items():
+        torch.testing.assert_close(resumed.states[12]["model"][name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(("family", "task_name"), TASK_CASES)
+def test_the_saved_model_predicts_on_cuda_what_the_trial_evaluated(
+    tmp_path, make_config, inputs_for, family, task_name
+):
+    """A trial trained and evaluated in fp32 on CUDA, saved, and loaded on CUDA and on CPU."""
+    config = make_config(
+        family, f"task.name={task_name}", "train.device=cuda", "train.precision=fp32", "train.max_steps=8"
+    )
+    inputs = inputs_for(config)
+    result = run_trial(config, inputs=inputs)
+    assert result.outcome == State.COMPLETED.value
+    task = TASKS.get(task_name)
+    info = BundleInfo(
+        task=task_name,
+        family=task.family,
+        label_names=inputs.label_names,
+        decoding=config.task.model_dump(mode="json"),
+        metric=result.metric,
+        metrics=result.best_metrics,
+        step=result.best_step,
+    )
+    write_bundle(tmp_path / "bundle", config, info, inputs.tokenizer, result.best_model_state)
+    expected = result.best_eval_result.predictions
+
+    on_gpu = load_bundle(tmp_path / "bundle", device="cuda")
+    assert next(on_gpu.model.parameters()).is_cuda
+    assert _decisions(on_gpu.predict(inputs.dev_frame)) == _decisions(expected)
+    on_cpu = load_bundle(tmp_path / "bundle", device="cpu")
+    assert _decisions(on_cpu.predict(inputs.dev_frame)) == _decisions(expected)
+
+
+def _decisions(predictions: list[dict]) -> list:
+    """What each record predicts (probabilities and span scores differ between devices in the last digits)."""
+    keys = ("prediction", "predicted")
+    return [{key: record[key] for key in keys if key in record} for record in predictions]
