@@ -20,6 +20,7 @@ from dicelab.cli import main
 from dicelab.data import load_raw_dataset
 from dicelab.errors import ConfigError, DataError
 from dicelab.models import load_model, log_model, save_model_dir
+from dicelab.models.loading import prediction_device
 from dicelab.models.publishing import MODEL_TAG
 
 from .conftest import TASKS, SavedTrial, run_saved_trial, trial_config, write_jsonl
@@ -255,6 +256,61 @@ def test_pyfunc_reads_one_sentence_of_a_tagging_model_as_a_dict_of_its_words(sav
     assert_same_predictions("token_tagging", one, expected[:1], gold=False)
     assert_same_predictions("token_tagging", served, expected[:1], gold=False)
     assert_same_predictions("token_tagging", both, expected, gold=False)
+
+
+@pytest.mark.parametrize(
+    ("asked", "cuda", "expected"),
+    [
+        ("auto", True, "cuda"),
+        (None, True, "cuda"),
+        ("auto", False, "cpu"),
+        ("cpu", True, "cpu"),
+        ("cuda:1", True, "cuda:1"),
+    ],
+)
+def test_the_prediction_device_is_a_gpu_where_there_is_one_unless_asked(monkeypatch, asked, cuda, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert prediction_device(asked) == expected
+
+
+@pytest.mark.parametrize(
+    ("asked", "message"),
+    [
+        ("gpu0", "device 'gpu0': not a device (auto, cpu, cuda or cuda:N)"),
+        ("cuda", "device 'cuda': CUDA is not available on this machine (use cpu)"),
+        ("cuda:0", "device 'cuda:0': CUDA is not available on this machine (use cpu)"),
+    ],
+)
+def test_a_bad_or_missing_prediction_device_is_one_line(monkeypatch, asked, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError) as error:
+        prediction_device(asked)
+    assert str(error.value) == message
+
+
+def test_pyfunc_predicts_on_the_gpu_where_there_is_one_unless_told_as_mlflows_pytorch_flavour(
+    saved_trials, monkeypatch
+):
+    """`mlflow models serve` on a GPU machine predicts on the GPU; model_config={"device": ...} or
+    MLFLOW_DEFAULT_PREDICTION_DEVICE choose another, as for MLflow's own PyTorch models."""
+    trial = saved_trials["pair_classification"]
+    monkeypatch.delenv("MLFLOW_DEFAULT_PREDICTION_DEVICE", raising=False)
+
+    def device_of(**kwargs: object) -> str:
+        model = mlflow.pyfunc.load_model(trial.result.model_uri, **kwargs)
+        return str(next(model.unwrap_python_model().saved.model.parameters()).device)
+
+    with _use_tracking_uri(trial.store):
+        assert device_of() == ("cuda:0" if torch.cuda.is_available() else "cpu")
+        assert device_of(model_config={"device": "cpu"}) == "cpu"
+        monkeypatch.setenv("MLFLOW_DEFAULT_PREDICTION_DEVICE", "cpu")
+        assert device_of() == "cpu"
+        with pytest.raises(ConfigError, match=r"^device 'gpu0': not a device"):
+            device_of(model_config={"device": "gpu0"})
+        if not torch.cuda.is_available():
+            monkeypatch.setenv("MLFLOW_DEFAULT_PREDICTION_DEVICE", "cuda")
+            with pytest.raises(ConfigError, match=r"^device 'cuda': CUDA is not available on this machine"):
+                device_of()
 
 
 def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_named_alike(

@@ -59,17 +59,14 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and Path(args.out).is_dir():  # found now, not after loading and predicting
         raise DataError(f"--out {args.out}: is a directory (give a file name)")
     tracking_uri = _store(args.model, args.tracking_uri)
-    import torch
-
     from dicelab.models.inputs import read_input
     from dicelab.models.loading import load_model
 
-    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if args.quiet:
         import transformers
 
         transformers.utils.logging.disable_progress_bar()  # "Loading weights" of a pretrained encoder
-    model = load_model(args.model, tracking_uri=tracking_uri, device=device)
+    model = load_model(args.model, tracking_uri=tracking_uri, device=args.device)
     frame = read_input(source, model.family, model.task_name, args.format, model.config.data.columns)
     if frame.empty:  # an empty file, or a header alone: most likely the wrong file, not zero predictions
         raise DataError(f"{source}: no examples to predict on")

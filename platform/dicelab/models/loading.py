@@ -18,15 +18,29 @@ MLFLOW_SCHEMES = ("models:/", "runs:/")
 MLMODEL_FILE = "MLmodel"
 
 
+def prediction_device(asked: str | torch.device | None = "auto") -> str:
+    """The device to predict on: `auto` (or None) is the first CUDA GPU where torch sees one, else the CPU.
+    Raises ConfigError naming the device when it is not one, or a CUDA device this machine does not have."""
+    if asked is None or str(asked) == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(asked)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device {str(asked)!r}: not a device (auto, cpu, cuda or cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {str(asked)!r}: CUDA is not available on this machine (use cpu)")
+    return str(device)
+
+
 def load_model(
     uri: str | Path, *, tracking_uri: str | None = None, device: str | torch.device = "cpu"
 ) -> SavedModel:
     """The saved model at `uri`: `models:/<model_id>` or `models:/<name>/<version>`, `runs:/<run_id>/model`
     (from the tracking store `tracking_uri`, default MLflow's), an MLflow model directory, or a bundle
     directory. Raises DataError / TrackingError with one line naming `uri` when there is no model there,
-    ConfigError when `device` is a CUDA device this machine does not have."""
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {str(device)!r}: CUDA is not available on this machine (use cpu)")
+    and ConfigError when `device` is not a device or a CUDA device this machine does not have (`auto`: a GPU
+    where torch sees one, else the CPU)."""
+    device = prediction_device(device)
     text = str(uri)
     if not text.startswith(MLFLOW_SCHEMES):
         return load_bundle(_bundle_of(Path(text).expanduser(), text), device)

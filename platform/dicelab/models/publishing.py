@@ -106,6 +106,9 @@ def save_model_dir(
             artifacts={BUNDLE_ARTIFACT: str(placeholder)},
             pip_requirements=requirements(config),
             mlflow_model=mlflow_model,
+            # declared so that load_model(uri, model_config={"device": "cpu"}) may override it (MLflow
+            # passes on only the keys a model was saved with); auto: a GPU where torch sees one
+            model_config={"device": "auto"},
         )
     write_bundle(directory / "artifacts" / BUNDLE_ARTIFACT, config, info, _tokenizer(tokenizer), state_dict)
     return directory

@@ -20,9 +20,12 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
     """predict(frame) -> a DataFrame of the task's prediction records, one row per input row."""
 
     def load_context(self, context: Any) -> None:
+        from dicelab.models.loading import prediction_device
         from dicelab.models.saved import load_bundle
 
-        self.saved = load_bundle(Path(context.artifacts[BUNDLE_ARTIFACT]))
+        self.saved = load_bundle(
+            Path(context.artifacts[BUNDLE_ARTIFACT]), prediction_device(_asked_device(context))
+        )
 
     # A DataFrame hint is the one MLflow neither enforces as an input schema (the task's columns vary) nor
     # warns about on every import, as it does for a predict without hints; lists of records work too.
@@ -34,6 +37,17 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
         )
         batch_size = (params or {}).get("batch_size")
         return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
+
+
+def _asked_device(context: Any) -> str | None:
+    """As MLflow's PyTorch flavour decides: `load_model(uri, model_config={"device": "cpu"})`, else the
+    environment's MLFLOW_DEFAULT_PREDICTION_DEVICE, else None (a GPU where torch sees one)."""
+    from mlflow.environment_variables import MLFLOW_DEFAULT_PREDICTION_DEVICE
+
+    asked = (getattr(context, "model_config", None) or {}).get("device")
+    if asked in (None, "auto"):  # saved as auto: the environment may still choose
+        return MLFLOW_DEFAULT_PREDICTION_DEVICE.get() or asked
+    return asked
 
 
 def _frame(model_input: Any, family: str) -> pd.DataFrame:
