@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import copy
-import datetime
 import warnings
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +18,6 @@ from optuna.distributions import (
     IntDistribution,
 )
 from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator, get_param_importances
-from optuna.storages import BaseStorage
-from optuna.study import StudyDirection
-from optuna.trial import FrozenTrial, TrialState
 
 from dicelab.analysis.design import swept_params
 from dicelab.analysis.observations import LOSS, SEED, TASK, VARIANT, AnalysisOptions, observations
@@ -129,96 +124,18 @@ def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportan
 
 
 def _study(trials: pd.DataFrame, params: list[str]) -> optuna.Study:
-    """The trials as a maximizing Optuna study: trial i is row i, numbered i (as `add_trials` on a new
-    in-memory study numbers them), each holding its params and value, over distributions from the data."""
     distributions = {param: _distribution(trials[param]) for param in params}
-    now = datetime.datetime.now()
-    frozen = [
-        FrozenTrial(
-            number=number,
-            state=TrialState.COMPLETE,
-            value=float(row["value"]),
-            datetime_start=now,
-            datetime_complete=now,
-            params={param: _param_value(row[param], distributions[param]) for param in params},
-            distributions=distributions,
-            user_attrs={},
-            system_attrs={},
-            intermediate_values={},
-            trial_id=number,
-        )
-        for number, row in enumerate(trials[[*params, "value"]].to_dict("records"))
-    ]
     with _quiet_optuna():
-        return optuna.Study(_STUDY, storage=_TrialsStorage(frozen))
-
-
-_STUDY = "importance"
-
-
-class _TrialsStorage(BaseStorage):
-    """A read-only Optuna storage of one maximizing study and its finished trials, kept as given.
-
-    What the importance evaluators read of a study is its direction and its completed trials. Adding 1,000
-    trials to an in-memory study deep-copies each (a third of a 1,000-trial importance's time, for trials
-    nothing changes afterwards); this storage hands out the trials it was built with (copies only when
-    asked for them, as `get_all_trials(deepcopy=True)`)."""
-
-    def __init__(self, trials: Sequence[FrozenTrial]) -> None:
-        self._trials = list(trials)
-
-    def get_study_id_from_name(self, study_name: str) -> int:
-        if study_name != _STUDY:
-            raise KeyError(study_name)
-        return 0
-
-    def get_study_name_from_id(self, study_id: int) -> str:
-        self._check(study_id)
-        return _STUDY
-
-    def get_study_directions(self, study_id: int) -> list[StudyDirection]:
-        self._check(study_id)
-        return [StudyDirection.MAXIMIZE]
-
-    def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
-        self._check(study_id)
-        return {}
-
-    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
-        self._check(study_id)
-        return {}
-
-    def get_trial(self, trial_id: int) -> FrozenTrial:
-        if not 0 <= trial_id < len(self._trials):
-            raise KeyError(trial_id)
-        return self._trials[trial_id]
-
-    def get_all_trials(
-        self, study_id: int, deepcopy: bool = True, states: Container[TrialState] | None = None
-    ) -> list[FrozenTrial]:
-        self._check(study_id)
-        trials = [t for t in self._trials if states is None or t.state in states]
-        return copy.deepcopy(trials) if deepcopy else trials
-
-    @staticmethod
-    def _check(study_id: int) -> None:
-        if study_id != 0:
-            raise KeyError(study_id)
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the importance's study is read-only")
-
-    create_new_study = _read_only
-    get_all_studies = _read_only  # Optuna's FrozenStudy is not public; nothing here lists studies
-    delete_study = _read_only
-    set_study_user_attr = _read_only
-    set_study_system_attr = _read_only
-    create_new_trial = _read_only
-    set_trial_param = _read_only
-    set_trial_state_values = _read_only
-    set_trial_intermediate_value = _read_only
-    set_trial_user_attr = _read_only
-    set_trial_system_attr = _read_only
+        study = optuna.create_study(direction="maximize")
+        study.add_trials(
+            optuna.trial.create_trial(
+                params={param: _param_value(row[param], distributions[param]) for param in params},
+                distributions=distributions,
+                value=float(row["value"]),
+            )
+            for row in trials[[*params, "value"]].to_dict("records")
+        )
+    return study
 
 
 def _distribution(values: pd.Series) -> BaseDistribution:
