@@ -6,7 +6,7 @@
   `server`). Fixtures that start processes are named that way.
 - `slow`: marked by hand (more than ~20 s on 2 cores without starting Ray or a server).
 - the unit tier is everything else, and it stays free of processes: a test not marked `integration` that
-  starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui` or
+  starts Ray (in process: Ray's own `gcs_server` / `raylet`), `ray start`, `mlflow server|ui|models serve` or
   `dicelab sweep|submit|ui` fails at once, telling its author how to mark it.
 
 `make test` runs every test in one session on two pytest-xdist workers, a file at a time (`--dist
@@ -146,6 +146,8 @@ def starts_ray_or_a_server(args: Any) -> str | None:
             return "Ray"
         if name == "mlflow" and rest and rest[0] in ("server", "ui"):
             return "an MLflow server"
+        if name == "mlflow" and names[index + 1 : index + 3] == ["models", "serve"]:
+            return "an MLflow scoring server"
         if name in ("dicelab", "dicelab.cli") and rest and rest[0] in _DICELAB_STARTERS:
             return f"`dicelab {rest[0]}`"
     return None

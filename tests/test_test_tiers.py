@@ -48,6 +48,10 @@ def test_starts_an_mlflow_server_unmarked():
     subprocess.Popen("/nonexistent/bin/mlflow server --port 0", shell=False)
 
 
+def test_serves_a_model_unmarked():
+    subprocess.Popen(["/nonexistent/bin/mlflow", "models", "serve", "-m", "models:/m-1"])
+
+
 def test_asks_for_sweep_help():
     with pytest.raises(FileNotFoundError):  # --help starts nothing: not refused
         subprocess.run(["/nonexistent/bin/dicelab", "sweep", "--help"])
@@ -75,14 +79,15 @@ def test_integration_is_marked_through_fixtures_and_by_hand(tiers: pytest.Pytest
 
 def test_the_unit_tier_refuses_to_start_ray_or_a_server(tiers: pytest.Pytester) -> None:
     result = tiers.runpytest("-m", "not integration", "-q")
-    result.assert_outcomes(passed=2, failed=2, deselected=2)
+    result.assert_outcomes(passed=2, failed=3, deselected=2)
     text = result.stdout.str()
     assert "test_starts_ray_unmarked starts Ray but is not an integration test" in text
     assert "test_starts_an_mlflow_server_unmarked starts an MLflow server" in text
+    assert "test_serves_a_model_unmarked starts an MLflow scoring server" in text
 
 
 def test_integration_tests_share_one_xdist_group(tiers: pytest.Pytester) -> None:
-    tiers.runpytest("-m", "integration", "-q").assert_outcomes(passed=2, deselected=4)
+    tiers.runpytest("-m", "integration", "-q").assert_outcomes(passed=2, deselected=5)
 
 
 def test_every_file_in_the_run_order_exists():

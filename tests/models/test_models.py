@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -311,6 +320,86 @@ def test_pyfunc_predicts_on_the_gpu_where_there_is_one_unless_told_as_mlflows_py
             monkeypatch.setenv("MLFLOW_DEFAULT_PREDICTION_DEVICE", "cuda")
             with pytest.raises(ConfigError, match=r"^device 'cuda': CUDA is not available on this machine"):
                 device_of()
+
+
+@pytest.fixture
+def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
+    """`mlflow models serve` of the token_tagging trial's model on 127.0.0.1, as a user starts it; stopped by
+    its process group's id (MLflow runs uvicorn as a child)."""
+    trial = saved_trials["token_tagging"]
+    port = _free_port()
+    bin_dir = str(Path(sys.executable).parent)  # the environment's uvicorn, as an activated venv has it
+    env = {**os.environ, "MLFLOW_TRACKING_URI": trial.store, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    command = [f"{bin_dir}/mlflow", "models", "serve", "-m", trial.result.model_uri, "--env-manager", "local"]
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        [*command, "-h", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180  # imports and the model's loading on a busy 2-core machine
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/ping", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+                assert time.monotonic() < deadline, "the scoring server did not answer in time"
+                time.sleep(0.5)
+        yield url, trial
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _invoke(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_a_served_tagging_model_answers_http_requests_with_the_trials_predictions(scoring_server):
+    """The request bodies a client of `mlflow models serve` sends (docs/using-results.md), answered with the
+    trial's logged predictions; a dict of columns of sentences is refused by MLflow's parser before the
+    model, with a 400 that says why."""
+    url, trial = scoring_server
+    sentences = [list(tokens) for tokens in trial.inputs.dev_frame["tokens"][:3]]
+    expected = trial.logged_predictions[:3]
+
+    status, one = _invoke(url, {"inputs": {"tokens": sentences[0]}})
+    assert status == 200
+    assert_same_predictions("token_tagging", one["predictions"], expected[:1], gold=False)
+    status, records = _invoke(url, {"dataframe_records": [{"tokens": tokens} for tokens in sentences]})
+    assert status == 200
+    assert_same_predictions("token_tagging", records["predictions"], expected, gold=False)
+    status, split = _invoke(
+        url, {"dataframe_split": {"columns": ["tokens"], "data": [[t] for t in sentences]}}
+    )
+    assert status == 200
+    assert_same_predictions("token_tagging", split["predictions"], expected, gold=False)
+    if len({len(tokens) for tokens in sentences}) > 1:
+        status, refused = _invoke(url, {"inputs": {"tokens": sentences}})
+        assert status == 400 and "inhomogeneous" in refused["message"]
 
 
 def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_named_alike(
