@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from dicelab.errors import ConfigError, DataError
 from dicelab.models import load_model, log_model, save_model_dir
 from dicelab.models.loading import prediction_device
 from dicelab.models.publishing import MODEL_TAG
+from dicelab.models.saved import SavedModel
 
 from .conftest import TASKS, SavedTrial, run_saved_trial, trial_config, write_jsonl
 
@@ -99,12 +101,15 @@ def test_a_model_directory_and_a_registered_version_load_like_the_run(
 ):
     trial = saved_trials["token_tagging"]
     state = trial.result.best_model_state
-    with caplog.at_level(logging.INFO, logger="mlflow"):
+    with caplog.at_level(logging.INFO, logger="mlflow"), warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         directory = save_model_dir(
             tmp_path / "model", trial.config, trial.inputs.label_names, trial.inputs.tokenizer_path, state
         )
-    # no signature on purpose (the columns a task accepts vary): MLflow's notice of it stays off the console
+    # a signature of params alone, on purpose (the columns a task accepts vary): MLflow's notices of a missing
+    # signature or input example stay off the console
     assert not [r for r in caplog.records if "signature" in r.getMessage()], caplog.text
+    assert not [w for w in warned if "input example" in str(w.message)], [str(w.message) for w in warned]
     conll = tmp_path / "dev.conll"
     conll.write_text(
         "\n\n".join(
@@ -247,6 +252,27 @@ def test_pyfunc_reads_a_frame_in_the_datas_own_column_names_and_one_example_as_a
         assert_same_predictions(
             "pair_classification", single.to_dict(orient="records"), [expected], gold=False
         )
+
+
+def test_pyfunc_takes_a_batch_size_per_request(saved_trials, monkeypatch):
+    """`params={"batch_size": N}` (or "params" in a served request) reaches the model; without it, the
+    trial's eval batch."""
+    trial = saved_trials["pair_classification"]
+    sizes: list[int | None] = []
+    predict = SavedModel.predict
+
+    def recording(self, frame, *, batch_size=None, progress=False):
+        sizes.append(batch_size)
+        return predict(self, frame, batch_size=batch_size, progress=progress)
+
+    monkeypatch.setattr(SavedModel, "predict", recording)
+    with _use_tracking_uri(trial.store):
+        model = mlflow.pyfunc.load_model(trial.result.model_uri)
+        by_one = model.predict(trial.inputs.dev_frame, params={"batch_size": 1}).to_dict(orient="records")
+        default = model.predict(trial.inputs.dev_frame).to_dict(orient="records")
+    assert sizes == [1, None]
+    assert_same_predictions("pair_classification", by_one, trial.logged_predictions)
+    assert_same_predictions("pair_classification", default, trial.logged_predictions)
 
 
 def test_pyfunc_reads_one_sentence_of_a_tagging_model_as_a_dict_of_its_words(saved_trials):
@@ -393,7 +419,11 @@ def test_a_served_tagging_model_answers_http_requests_with_the_trials_prediction
     assert status == 200
     assert_same_predictions("token_tagging", records["predictions"], expected, gold=False)
     status, split = _invoke(
-        url, {"dataframe_split": {"columns": ["tokens"], "data": [[t] for t in sentences]}}
+        url,
+        {
+            "dataframe_split": {"columns": ["tokens"], "data": [[t] for t in sentences]},
+            "params": {"batch_size": 1},
+        },
     )
     assert status == 200
     assert_same_predictions("token_tagging", split["predictions"], expected, gold=False)

@@ -7,8 +7,8 @@ and the bundle under artifacts/bundle), so `dicelab predict` and `mlflow.pyfunc.
 from __future__ import annotations
 
 import contextlib
-import logging
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,23 +32,17 @@ MODEL_TAG = "dicelab.model"
 MODEL_ERROR_TAG = "dicelab.model_error"
 
 
-class _NoSignatureNotice(logging.Filter):
-    """Drops MLflow's "Failed to infer model signature" warning: the model has no signature on purpose
-    (the input columns a task accepts vary: optional second text, optional gold; see models/pyfunc.py), and
-    the sweep's console is no place for it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Failed to infer model signature")
-
-
 @contextlib.contextmanager
 def _without_signature_notice() -> Iterator[None]:
-    logger, notice = logging.getLogger("mlflow.pyfunc"), _NoSignatureNotice()
-    logger.addFilter(notice)
-    try:
+    """Drops MLflow's hint that the model was logged without an input example: its signature declares only
+    the `batch_size` param, on purpose (the input columns a task accepts vary: optional second text,
+    optional gold, several names for each; models/pyfunc.py checks them), and a sweep's console is no place
+    for the hint."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r".*An input example was not provided", category=UserWarning
+        )
         yield
-    finally:
-        logger.removeFilter(notice)
 
 
 @dataclass
@@ -78,6 +72,8 @@ def save_model_dir(
     metrics, metric: the one the trial selected on (TrialResult.metric), step: their optimizer step.
     """
     import mlflow.pyfunc
+    from mlflow.models.signature import ModelSignature
+    from mlflow.types.schema import ParamSchema, ParamSpec
 
     directory = Path(directory)
     task = TASKS.get(config.task.name)
@@ -109,6 +105,9 @@ def save_model_dir(
             # declared so that load_model(uri, model_config={"device": "cpu"}) may override it (MLflow
             # passes on only the keys a model was saved with); auto: a GPU where torch sees one
             model_config={"device": "auto"},
+            # params alone: MLflow hands predict only the params a signature declares, and the inputs
+            # stay unchecked by MLflow (see _without_signature_notice)
+            signature=ModelSignature(params=ParamSchema([ParamSpec("batch_size", "long", None)])),
         )
     write_bundle(directory / "artifacts" / BUNDLE_ARTIFACT, config, info, _tokenizer(tokenizer), state_dict)
     return directory
