@@ -62,6 +62,15 @@ def test_conll_iob1_with_docstart_anywhere(write):
     ]
 
 
+def test_conll_columns_are_separated_by_spaces_and_tabs_only(write):
+    """A character-per-line Chinese corpus holds U+3000 (the ideographic space) as a token, web text a
+    no-break space: str.split() would split them away and leave a line of one column."""
+    text = "中 B-LOC\n\u3000 O\n国\tE-LOC\n\nNew\u00a0York B-LOC\n"
+    frame = read_split_file(write("train.char.bmes", text), family="tagging")
+    assert frame["tokens"].tolist() == [["中", "\u3000", "国"], ["New\u00a0York"]]
+    assert frame["tags"].tolist() == [["B-LOC", "O", "B-LOC"], ["B-LOC"]]
+
+
 def test_conll_column_indices(write):
     text = "EU B-NP I-ORG\nrejects B-VP O\n"
     frame = read_split_file(write("train.conll", text), family="tagging", columns={"tokens": 0, "tags": 1})

@@ -1,12 +1,14 @@
 """CoNLL column format: one token per line (token ... tag), a blank line between sentences.
 
 `-DOCSTART-` lines may appear anywhere and end the current sentence. Every token line must have the same
-number of whitespace-separated columns. The token column is 0 and the tag column the last one unless
+number of columns, separated by spaces or tabs; other Unicode spaces belong to the token (Chinese corpora hold
+U+3000, the ideographic space, as a character of their own; web text holds no-break spaces). The token column is 0 and the tag column the last one unless
 `columns` says otherwise ({tokens: 0, tags: 3}). Tags are normalised to IOB2 by the canonical mapping.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from dicelab.data.readers._canonical import ColumnKey
 from dicelab.data.readers._text import read_text
 from dicelab.errors import ConfigError, DataError
 
+SEPARATORS = re.compile(r"[ \t\r\f\v]+")  # ASCII whitespace only: str.split() would also split at U+3000
+
 
 def read_conll(path: Path, columns: Mapping[str, ColumnKey]) -> pd.DataFrame:
     """Sentences as a table (tokens, tags) indexed by the line of each sentence's first token."""
@@ -24,7 +28,7 @@ def read_conll(path: Path, columns: Mapping[str, ColumnKey]) -> pd.DataFrame:
     in_sentence = False
     width: int | None = None
     for line, content in enumerate(read_text(path).split("\n"), start=1):
-        fields = content.split()
+        fields = [field for field in SEPARATORS.split(content) if field]
         if not fields or fields[0] == "-DOCSTART-":
             in_sentence = False
             continue
