@@ -2,8 +2,9 @@
 
 `-DOCSTART-` lines may appear anywhere and end the current sentence. Every token line must have the same
 number of columns, separated by spaces or tabs; other Unicode spaces belong to the token (Chinese corpora hold
-U+3000, the ideographic space, as a character of their own; web text holds no-break spaces). The token column is 0 and the tag column the last one unless
-`columns` says otherwise ({tokens: 0, tags: 3}). Tags are normalised to IOB2 by the canonical mapping.
+U+3000, the ideographic space, as a character of their own; web text holds no-break spaces). The token column
+is 0 and the tag column the last one unless `columns` says otherwise ({tokens: 0, tags: 3}). Tags are
+normalised to IOB2 by the canonical mapping.
 """
 
 from __future__ import annotations
