@@ -34,7 +34,7 @@ import torch
 import yaml
 from tests.tasks.families_fixtures import FAMILY_MODEL_TYPES, save_backbone
 from torch import nn
-from transformers import AutoTokenizer, MPNetConfig
+from transformers import AutoConfig, AutoTokenizer, MPNetConfig
 
 from dicelab.cli import main
 from dicelab.config import ExperimentConfig, ModelConfig
@@ -45,7 +45,7 @@ from dicelab.tasks import TASKS
 from dicelab.tasks._batching import padding_shift, roll_rows
 from dicelab.tasks._heads import model_inputs, summary_positions
 from dicelab.tasks._mrc_ner import MrcNerModel
-from dicelab.tasks.backbones import backbone_source, load_tokenizer, tokenizer_identity
+from dicelab.tasks.backbones import backbone_source, build_encoder, load_tokenizer, tokenizer_identity
 from dicelab.tasks.families import FAMILIES
 from dicelab.tracking import conventions as names
 
@@ -409,6 +409,40 @@ def test_a_short_training_run_lowers_the_loss(
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
         optimizer.step()
     assert evaluated_loss() < 0.9 * before
+
+
+@every_family
+@torch.no_grad()
+def test_data_max_length_is_refused_past_the_longest_sequence_the_encoder_runs(
+    family: str, family_directories: dict[str, Path]
+) -> None:
+    """The family's `positions` is the longest sequence the encoder runs (RoBERTa and XLM-R count positions
+    from pad_token_id + 1, so a table of 130 holds 128 tokens); data.max_length past it is a config error,
+    not an index error mid-training. XLNet's and DeBERTa-v3's positions are relative: no limit."""
+    directory = str(family_directories[family])
+    encoder_config = AutoConfig.from_pretrained(directory)
+    limit = FAMILIES.get(encoder_config.model_type).positions(encoder_config)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = ModelConfig(backbone=directory)
+    token = next(i for i in range(len(tokenizer)) if i not in tokenizer.all_special_ids)
+
+    def run(encoder: nn.Module, length: int) -> None:
+        ids = torch.full((1, length), token)
+        encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+    if limit is None:
+        assert family in ("xlnet", "deberta-v2")  # the tiny DeBERTa is a v3: position_biased_input off
+        run(build_encoder(model, tokenizer, max_positions=4 * MAX_LENGTH).eval(), 4 * MAX_LENGTH)
+        return
+    encoder = build_encoder(model, tokenizer, max_positions=limit).eval()
+    run(encoder, limit)  # every position of the table a token may take
+    if family != "modernbert":  # rotary positions: no table to run past (its limit is its trained context)
+        with pytest.raises((IndexError, RuntimeError)):
+            run(encoder, limit + 1)
+    with pytest.raises(
+        ConfigError, match=rf"^data\.max_length: {limit + 1} exceeds the {limit} positions of "
+    ):
+        build_encoder(model, tokenizer, max_positions=limit + 1)
 
 
 # (d) on a CUDA GPU ----------------------------------------------------------------------------------------

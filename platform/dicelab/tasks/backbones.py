@@ -190,8 +190,8 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
         raise ConfigError(
             f"model.backbone: cannot load an encoder from {name!r}: {first_line(error)}"
         ) from error
-    limit = getattr(encoder.config, "max_position_embeddings", None)  # XLNet: -1, relative positions only
-    if limit is not None and 0 < limit < max_positions:
+    limit = source.family.positions(encoder.config)
+    if limit is not None and limit < max_positions:
         raise ConfigError(f"data.max_length: {max_positions} exceeds the {limit} positions of {name!r}")
     return encoder
 
