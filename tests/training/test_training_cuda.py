@@ -3,7 +3,7 @@ model predicting on the GPU what the trial evaluated.
 
 These tests run where torch sees a CUDA device and are skipped elsewhere (the project's CI has none): run
 `pytest tests/training/test_training_cuda.py tests/tasks/test_tasks_families.py` on a GPU machine
-(docs/development.md, "Tests on a GPU"). They need no MLflow, Ray or network.
+(docs/development.md, "Tests on a GPU"). They need no Ray or network, and only the pyfunc test needs MLflow.
 """
 
 from __future__ import annotations
@@ -162,6 +162,26 @@ def test_the_saved_model_predicts_on_cuda_what_the_trial_evaluated(
     assert _decisions(on_gpu.predict(inputs.dev_frame)) == _decisions(expected)
     on_cpu = load_bundle(tmp_path / "bundle", device="cpu")
     assert _decisions(on_cpu.predict(inputs.dev_frame)) == _decisions(expected)
+
+
+def test_the_pyfunc_model_predicts_on_the_gpu_unless_told_otherwise(tmp_path, make_config, inputs_for):
+    """`mlflow.pyfunc.load_model` on a GPU machine (as `mlflow models serve` loads it) puts the model on the
+    GPU; model_config={"device": "cpu"} keeps it on the CPU; both predict what the trial evaluated."""
+    pyfunc = pytest.importorskip("mlflow.pyfunc")
+    from dicelab.models.publishing import save_model_dir
+
+    config = make_config("pairs", "train.device=cuda", "train.precision=fp32", "train.max_steps=8")
+    inputs = inputs_for(config)
+    result = run_trial(config, inputs=inputs)
+    directory = save_model_dir(
+        tmp_path / "model", config, inputs.label_names, inputs.tokenizer_path, result.best_model_state
+    )
+    expected = _decisions(result.best_eval_result.predictions)
+    for model_config, device in ((None, "cuda"), ({"device": "cpu"}, "cpu")):
+        model = pyfunc.load_model(str(directory), model_config=model_config)
+        assert next(model.unwrap_python_model().saved.model.parameters()).device.type == device
+        predicted = model.predict(inputs.dev_frame, params={"batch_size": 5}).to_dict(orient="records")
+        assert _decisions(predicted) == expected
 
 
 def _decisions(predictions: list[dict]) -> list:
