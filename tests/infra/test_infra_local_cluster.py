@@ -13,14 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.ports import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "scripts" / "local-cluster.sh"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

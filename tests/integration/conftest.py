@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,18 +33,13 @@ import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from tests.ports import free_port
 
 from dicelab.sweeps.local_ray import _descendants
 from dicelab.tracking import conventions as names
 from dicelab.tracking.sqlite_template import start_from_template
 
 BIN = Path(sys.executable).parent  # the venv's bin: ray, mlflow, dicelab
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -11,16 +11,11 @@ import time
 import urllib.request
 
 import pytest
+from tests.ports import free_port
 
 from dicelab.tracking import check_tracking
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_ui_serves_the_store_on_loopback_until_stopped(tmp_path):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from mlflow import MlflowClient
+from tests.ports import free_port
 
 from dicelab.cli import main
 from dicelab.tracking import conventions as names
@@ -30,12 +30,6 @@ def trial(tmp_path, cache_dir, config_dict, monkeypatch, capsys):
         return code, out, err
 
     return run
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_json_is_the_last_line_and_names_the_mlflow_run(trial, store):
