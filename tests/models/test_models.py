@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import transformers
 from mlflow import MlflowClient
 from mlflow.pyfunc.scoring_server import infer_and_parse_data
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+from tests.ports import free_port
 
 from dicelab.cli import main
 from dicelab.data import load_raw_dataset
@@ -353,7 +353,7 @@ def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
     """`mlflow models serve` of the token_tagging trial's model on 127.0.0.1, as a user starts it; stopped by
     its process group's id (MLflow runs uvicorn as a child)."""
     trial = saved_trials["token_tagging"]
-    port = _free_port()
+    port = free_port()
     bin_dir = str(Path(sys.executable).parent)  # the environment's uvicorn, as an activated venv has it
     env = {**os.environ, "MLFLOW_TRACKING_URI": trial.store, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     command = [f"{bin_dir}/mlflow", "models", "serve", "-m", trial.result.model_uri, "--env-manager", "local"]
@@ -385,12 +385,6 @@ def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         log.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _invoke(url: str, body: dict) -> tuple[int, dict]:

@@ -13,11 +13,11 @@ import math
 
 import pytest
 import torch
+from tests.tasks.test_tasks_families import _decisions
 
 from dicelab.config import ExperimentConfig
 from dicelab.models.bundle import BundleInfo, write_bundle
 from dicelab.models.saved import load_bundle
-from dicelab.tasks import TASKS
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import State
 from dicelab.training import Evaluation, Reporter, TrialResult, run_trial
@@ -144,15 +144,8 @@ def test_the_saved_model_predicts_on_cuda_what_the_trial_evaluated(
     inputs = inputs_for(config)
     result = run_trial(config, inputs=inputs)
     assert result.outcome == State.COMPLETED.value
-    task = TASKS.get(task_name)
-    info = BundleInfo(
-        task=task_name,
-        family=task.family,
-        label_names=inputs.label_names,
-        decoding=config.task.model_dump(mode="json"),
-        metric=result.metric,
-        metrics=result.best_metrics,
-        step=result.best_step,
+    info = BundleInfo.of_trial(
+        config, inputs.label_names, metrics=result.best_metrics, metric=result.metric, step=result.best_step
     )
     write_bundle(tmp_path / "bundle", config, info, inputs.tokenizer, result.best_model_state)
     expected = result.best_eval_result.predictions
@@ -182,9 +175,3 @@ def test_the_pyfunc_model_predicts_on_the_gpu_unless_told_otherwise(tmp_path, ma
         assert next(model.unwrap_python_model().saved.model.parameters()).device.type == device
         predicted = model.predict(inputs.dev_frame, params={"batch_size": 5}).to_dict(orient="records")
         assert _decisions(predicted) == expected
-
-
-def _decisions(predictions: list[dict]) -> list:
-    """What each record predicts (probabilities and span scores differ between devices in the last digits)."""
-    keys = ("prediction", "predicted")
-    return [{key: record[key] for key in keys if key in record} for record in predictions]

@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 
 from dicelab.config import ExperimentConfig, config_to_yaml
 from dicelab.errors import DataError
+from dicelab.tasks import TASKS
 
 BUNDLE_FORMAT = 1
 INFO_FILE = "dicelab_model.json"
@@ -51,6 +52,30 @@ class BundleInfo:
     step: int | None = None  # optimizer step of these weights
     backbone: str = TINY_BERT
     format: int = BUNDLE_FORMAT
+
+    @classmethod
+    def of_trial(
+        cls,
+        config: ExperimentConfig,
+        label_names: list[str],
+        *,
+        metrics: dict[str, float] | None = None,
+        metric: str | None = None,
+        step: int | None = None,
+    ) -> BundleInfo:
+        """What a trial's model records about itself: its task and family from `config`, its decoding
+        settings, and the dev `metrics` of its weights (`metric`: the one the trial selected on)."""
+        task = TASKS.get(config.task.name)
+        return cls(
+            task=task.name,
+            family=task.family,
+            label_names=list(label_names),
+            decoding=config.task.model_dump(mode="json"),
+            metric=metric or config.train.metric,
+            metrics={key: float(value) for key, value in (metrics or {}).items()},
+            step=step,
+            backbone=config.model.backbone,
+        )
 
 
 def write_bundle(

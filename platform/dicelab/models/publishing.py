@@ -20,7 +20,6 @@ from dicelab.config import ExperimentConfig
 from dicelab.errors import TrackingError
 from dicelab.models.bundle import BUNDLE_ARTIFACT, BundleInfo, write_bundle
 from dicelab.models.loading import quiet_transfers
-from dicelab.tasks import TASKS
 
 MODEL_NAME = "model"  # the logged model's name: runs:/<run_id>/model
 # Tags on the logged model
@@ -33,7 +32,7 @@ MODEL_ERROR_TAG = "dicelab.model_error"
 
 
 @contextlib.contextmanager
-def _without_signature_notice() -> Iterator[None]:
+def _without_input_example_notice() -> Iterator[None]:
     """Drops MLflow's hint that the model was logged without an input example: its signature declares only
     the `batch_size` param, on purpose (the input columns a task accepts vary: optional second text,
     optional gold, several names for each; models/pyfunc.py checks them), and a sweep's console is no place
@@ -76,21 +75,11 @@ def save_model_dir(
     from mlflow.types.schema import ParamSchema, ParamSpec
 
     directory = Path(directory)
-    task = TASKS.get(config.task.name)
-    info = BundleInfo(
-        task=task.name,
-        family=task.family,
-        label_names=list(label_names),
-        decoding=config.task.model_dump(mode="json"),
-        metric=metric or config.train.metric,
-        metrics={key: float(value) for key, value in (metrics or {}).items()},
-        step=step,
-        backbone=config.model.backbone,
-    )
+    info = BundleInfo.of_trial(config, label_names, metrics=metrics, metric=metric, step=step)
     with (
         tempfile.TemporaryDirectory(prefix="dicelab-bundle-") as staging,
         quiet_transfers(),
-        _without_signature_notice(),
+        _without_input_example_notice(),
     ):
         # MLflow copies each artifact into the model directory (as artifacts/<its name>): it gets an empty
         # one, and the bundle is written in place afterwards (no second copy of the weights).
@@ -106,7 +95,7 @@ def save_model_dir(
             # passes on only the keys a model was saved with); auto: a GPU where torch sees one
             model_config={"device": "auto"},
             # params alone: MLflow hands predict only the params a signature declares, and the inputs
-            # stay unchecked by MLflow (see _without_signature_notice)
+            # stay unchecked by MLflow (see _without_input_example_notice)
             signature=ModelSignature(params=ParamSchema([ParamSpec("batch_size", "long", None)])),
         )
     write_bundle(directory / "artifacts" / BUNDLE_ARTIFACT, config, info, _tokenizer(tokenizer), state_dict)
