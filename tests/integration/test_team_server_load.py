@@ -550,9 +550,8 @@ def test_histories_over_http_equal_the_database_s(server, monkeypatch):
         run_ids.append(run_id)
     monkeypatch.setattr(_run_tables, "_RUN_IDS_PER_REQUEST", 3)  # two requests for the four runs
 
-    over_http = _run_tables.read_histories(client, run_ids, "dev_f1")
-    database = MlflowClient(server.server.database_uri)
-    from_sql = _run_tables.read_histories(database, run_ids, "dev_f1")
+    over_http = _run_tables.read_histories(server.uri, run_ids, "dev_f1")
+    from_sql = _run_tables.read_histories(server.server.database_uri, run_ids, "dev_f1")
 
     def ordered(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.sort_values(["run_id", "step"], ignore_index=True)

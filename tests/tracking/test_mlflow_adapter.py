@@ -11,7 +11,6 @@ from pathlib import Path
 
 import mlflow
 import pytest
-import sqlalchemy as sa
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
@@ -80,54 +79,6 @@ def test_basic_auth_reads_mlflows_credentials_file(monkeypatch, tmp_path):
         "[mlflow]\nmlflow_tracking_username = grace\nmlflow_tracking_password = hopper\n"
     )
     assert mlflow_adapter.basic_auth() == ("grace", "hopper")
-
-
-@pytest.mark.parametrize(
-    ("uri", "database"),
-    [
-        ("sqlite:///tmp/mlflow.db", True),
-        ("postgresql://u@127.0.0.1/mlflow", True),
-        ("postgresql+psycopg://u@127.0.0.1/mlflow", True),
-        ("mysql+pymysql://u@host/mlflow", True),
-        ("http://127.0.0.1:5000", False),
-        ("https://mlflow.example.com", False),
-        ("file:///tmp/mlruns", False),
-        ("databricks", False),
-    ],
-)
-def test_is_database_uri(uri, database):
-    assert mlflow_adapter.is_database_uri(uri) is database
-
-
-def test_run_tables_read_what_the_client_wrote(store):
-    uri = store
-    client = MlflowClient(uri)
-    experiment_id = client.create_experiment("tables")
-    run = client.create_run(experiment_id, tags={"role": "trial"})
-    client.log_param(run.info.run_id, "loss", "dice")
-    client.log_metric(run.info.run_id, "dev_f1", 0.5, step=1)
-    client.log_metric(run.info.run_id, "dev_f1", 0.75, step=2)
-    tables = mlflow_adapter.run_tables()
-
-    assert set(tables) == {"runs", "tags", "params", "metrics", "latest_metrics"}
-    engine = sa.create_engine(uri)
-    try:
-        with engine.connect() as connection:
-
-            def rows(name: str, *columns: str) -> set[tuple]:
-                table = tables[name]
-                query = sa.select(*(table.c[column] for column in columns)).where(
-                    table.c.run_uuid == run.info.run_id
-                )
-                return set(connection.execute(query).all())
-
-            assert rows("runs", "run_uuid") == {(run.info.run_id,)}
-            assert ("role", "trial") in rows("tags", "key", "value")
-            assert rows("params", "key", "value") == {("loss", "dice")}
-            assert rows("metrics", "key", "step", "value") == {("dev_f1", 1, 0.5), ("dev_f1", 2, 0.75)}
-            assert rows("latest_metrics", "key", "value") == {("dev_f1", 0.75)}
-    finally:
-        engine.dispose()
 
 
 def test_use_tracking_uri_is_scoped_and_restored_on_error(store):

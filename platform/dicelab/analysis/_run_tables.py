@@ -11,19 +11,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import sqlalchemy as sa
-from mlflow.entities import LifecycleStage, ViewType
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 
+from dicelab.analysis._store import client, connection, is_sql_store
 from dicelab.errors import TrackingError, first_line
-from dicelab.tracking import mlflow_adapter
+from dicelab.tracking import sql_tables
+from dicelab.tracking.store import redact
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 # Runs per search_runs page: each page is one request, answered in one go. A 5,000-run page took the loaded
 # 2-core server minutes, longer than its workers lived between restarts there (docs/performance.md).
@@ -44,42 +46,42 @@ class RunTables:
     metrics: pd.DataFrame  # run_id, key, value (latest value of each metric)
 
 
-def is_sql_store(uri: str) -> bool:
-    return mlflow_adapter.is_database_uri(uri)
-
-
 def read_run_tables(
-    client: MlflowClient, experiment_id: str, on_runs: Callable[[int], None] = lambda n: None
+    uri: str, experiment_id: str, on_runs: Callable[[int], None] = lambda n: None
 ) -> RunTables:
     """The active runs of one experiment."""
-    if is_sql_store(client.tracking_uri):
-        tables = _read_sql(client.tracking_uri, experiment_id)
+    if is_sql_store(uri):
+        tables = _read_sql(uri, experiment_id)
         on_runs(len(tables.info))
         return tables
-    return _read_api(client, experiment_id, on_runs)
+    return _read_api(client(uri), experiment_id, on_runs)
 
 
-def read_histories(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd.DataFrame:
+def read_histories(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
     """Every logged value of metric `key` for `run_ids`: columns run_id, step, value."""
-    if is_sql_store(client.tracking_uri):
-        return _histories_sql(client.tracking_uri, run_ids, key)
-    return _histories_api(client, run_ids, key)
+    if is_sql_store(uri):
+        return _histories_sql(uri, run_ids, key)
+    return _histories_api(client(uri), run_ids, key)
 
 
 def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
-    metric = mlflow_adapter.run_tables()["metrics"].c
+    metric = sql_tables.METRICS.c
     frames = []
-    with _connection(uri) as connection:
+    with connection(uri) as opened:
         for chunk in _chunks(run_ids):
             query = sa.select(
                 metric.run_uuid.label("run_id"), metric.step, metric.value, metric.is_nan
             ).where(metric.key == key, metric.run_uuid.in_(chunk))
-            frames.append(pd.read_sql(query, connection))
+            frames.append(pd.read_sql(query, opened))
     history = pd.concat(frames) if frames else pd.DataFrame(columns=["run_id", "step", "value", "is_nan"])
     return _nan_where_flagged(history).drop(columns="is_nan")
 
 
 def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd.DataFrame:
+    from mlflow.exceptions import MlflowException
+
+    from dicelab.tracking import mlflow_adapter
+
     rows = []
     for chunk in _chunks(run_ids, _RUN_IDS_PER_REQUEST):
         try:
@@ -96,10 +98,9 @@ def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd
 
 
 def _read_sql(uri: str, experiment_id: str) -> RunTables:
-    tables = mlflow_adapter.run_tables()
-    runs = tables["runs"]
+    runs = sql_tables.RUNS
     run = runs.c
-    active = sa.and_(run.experiment_id == int(experiment_id), run.lifecycle_stage == LifecycleStage.ACTIVE)
+    active = sa.and_(run.experiment_id == int(experiment_id), run.lifecycle_stage == sql_tables.ACTIVE)
 
     def keyed(table: sa.Table, *extra: sa.ColumnElement) -> sa.Select:
         columns = table.c
@@ -109,7 +110,7 @@ def _read_sql(uri: str, experiment_id: str) -> RunTables:
             .where(active)
         )
 
-    with _connection(uri) as connection:
+    with connection(uri) as opened:
         info = pd.read_sql(
             sa.select(
                 run.run_uuid.label("run_id"),
@@ -118,16 +119,19 @@ def _read_sql(uri: str, experiment_id: str) -> RunTables:
                 run.start_time,
                 run.end_time,
             ).where(active),
-            connection,
+            opened,
         )
-        tags = pd.read_sql(keyed(tables["tags"]), connection)
-        params = pd.read_sql(keyed(tables["params"]), connection)
-        latest = tables["latest_metrics"]
-        metrics = pd.read_sql(keyed(latest, latest.c.is_nan), connection)
+        tags = pd.read_sql(keyed(sql_tables.TAGS), opened)
+        params = pd.read_sql(keyed(sql_tables.PARAMS), opened)
+        latest = sql_tables.LATEST_METRICS
+        metrics = pd.read_sql(keyed(latest, latest.c.is_nan), opened)
     return RunTables(info, tags, params, _nan_where_flagged(metrics).drop(columns="is_nan"))
 
 
 def _read_api(client: MlflowClient, experiment_id: str, on_runs: Callable[[int], None]) -> RunTables:
+    from mlflow.entities import ViewType
+    from mlflow.exceptions import MlflowException
+
     info, tags, params, metrics = [], [], [], []
     token: str | None = None
     while True:
@@ -136,7 +140,7 @@ def _read_api(client: MlflowClient, experiment_id: str, on_runs: Callable[[int],
                 [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE, page_token=token
             )
         except MlflowException as error:
-            raise TrackingError(f"cannot search runs in {client.tracking_uri}: {error}") from None
+            raise TrackingError(f"cannot search runs in {redact(client.tracking_uri)}: {error}") from None
         for run in page:
             run_id = run.info.run_id
             info.append((run_id, run.info.run_name, run.info.status, run.info.start_time, run.info.end_time))
@@ -164,15 +168,3 @@ def _nan_where_flagged(frame: pd.DataFrame) -> pd.DataFrame:
 def _chunks(items: Sequence[str], size: int = _RUN_IDS_PER_QUERY) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-@contextlib.contextmanager
-def _connection(uri: str) -> Iterator[sa.Connection]:
-    engine = sa.create_engine(uri)
-    try:
-        with engine.connect() as connection:
-            yield connection
-    except sa.exc.SQLAlchemyError as error:
-        raise TrackingError(f"cannot read the MLflow store {uri}: {first_line(error)}") from None
-    finally:
-        engine.dispose()

@@ -5,15 +5,16 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
-
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
+from typing import TYPE_CHECKING
 
 from dicelab.analysis._format import slug
-from dicelab.analysis._store import quiet_artifact_transfers
+from dicelab.analysis._store import client, quiet_artifact_transfers
 from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError, TrackingError
 from dicelab.tracking import conventions as names
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 
 def default_report_dir(experiment: str) -> Path:
@@ -39,11 +40,13 @@ def replace_dir(staging: Path, out: Path) -> None:
 
 def log_report(runs: RunSet, out: Path) -> str:
     """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run)."""
-    client = MlflowClient(tracking_uri=runs.tracking_uri)
+    from mlflow.exceptions import MlflowException
+
+    mlflow_client = client(runs.tracking_uri)
     try:
-        run_id = runs.report_run or _analysis_run(client, runs.experiment_ids[runs.experiments[0]])
+        run_id = runs.report_run or _analysis_run(mlflow_client, runs.experiment_ids[runs.experiments[0]])
         with quiet_artifact_transfers():
-            client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
+            mlflow_client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
     except (MlflowException, OSError) as error:
         raise TrackingError(f"the report is in {out} but logging it to MLflow failed: {error}") from None
     return run_id

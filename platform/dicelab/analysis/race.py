@@ -6,11 +6,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow
 import pandas as pd
-from mlflow.exceptions import MlflowException
 
-from dicelab.analysis._store import quiet_artifact_transfers
+from dicelab.analysis._store import ArtifactUnavailable, download_artifact
 from dicelab.analysis.runs import RunSet
 
 ELIMINATIONS_ARTIFACT = "race/eliminations.csv"  # written by the sweep's racing driver
@@ -43,14 +41,8 @@ def race_records(runs: RunSet) -> list[RaceRecord]:
 
 
 def _eliminations(tracking_uri: str, run_id: str) -> pd.DataFrame | None:
-    with tempfile.TemporaryDirectory() as scratch, quiet_artifact_transfers():
+    with tempfile.TemporaryDirectory() as scratch:
         try:
-            path = mlflow.artifacts.download_artifacts(
-                run_id=run_id,
-                artifact_path=ELIMINATIONS_ARTIFACT,
-                dst_path=scratch,
-                tracking_uri=tracking_uri,
-            )
-            return pd.read_csv(Path(path))
-        except (MlflowException, OSError, pd.errors.ParserError, pd.errors.EmptyDataError):
+            return pd.read_csv(download_artifact(tracking_uri, run_id, ELIMINATIONS_ARTIFACT, Path(scratch)))
+        except (ArtifactUnavailable, OSError, pd.errors.ParserError, pd.errors.EmptyDataError):
             return None

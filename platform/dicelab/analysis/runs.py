@@ -9,15 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import pandas as pd
 import yaml
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.analysis._run_tables import RunTables, read_histories, read_run_tables
-from dicelab.analysis._store import find_experiment, open_client, quiet_artifact_transfers
+from dicelab.analysis._store import (
+    ArtifactUnavailable,
+    download_artifact,
+    find_experiment,
+    open_store,
+    run_params,
+)
 from dicelab.analysis.paper import PaperNumbers, paper_from_config, paper_from_params
 from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import TrackingError
@@ -96,8 +99,8 @@ def load_runs(
     names_list = [experiments] if isinstance(experiments, str) else list(dict.fromkeys(experiments))
     if not names_list:
         raise TrackingError("no experiment to analyze")
-    client, uri = open_client(tracking_uri)
-    found = [find_experiment(client, name) for name in names_list]
+    uri = open_store(tracking_uri)
+    found = [find_experiment(uri, name) for name in names_list]
     tables: list[RunTables] = []
     with _progress(progress) as (bar, task):
         for experiment in found:
@@ -106,7 +109,7 @@ def load_runs(
             def show(count: int, already: int = already) -> None:
                 bar.update(task, description=f"loading runs: {already + count:,}")
 
-            tables.append(read_run_tables(client, experiment.experiment_id, show))
+            tables.append(read_run_tables(uri, experiment.experiment_id, show))
     runs = pd.concat(
         [_runs_frame(experiment.name, table) for experiment, table in zip(found, tables, strict=True)],
         ignore_index=True,
@@ -142,7 +145,7 @@ def load_runs(
     papers = {}
     for experiment in found:
         own = parents[parents["experiment"] == experiment.name]
-        paper, paper_notes = _paper_of(client, own.iloc[0]["run_id"]) if len(own) else (PaperNumbers(), [])
+        paper, paper_notes = _paper_of(uri, own.iloc[0]["run_id"]) if len(own) else (PaperNumbers(), [])
         papers[experiment.name] = paper
         notes.extend(f"{experiment.name}: {note}" for note in paper_notes)
     return RunSet(
@@ -162,7 +165,7 @@ def load_runs(
 
 def load_histories(runs: RunSet, run_ids: Sequence[str], metric_key: str) -> pd.DataFrame:
     """Every logged value of `metric_key` for the given runs: columns run_id, step, value."""
-    return read_histories(MlflowClient(tracking_uri=runs.tracking_uri), list(run_ids), metric_key)
+    return read_histories(runs.tracking_uri, list(run_ids), metric_key)
 
 
 def _runs_frame(experiment: str, tables: RunTables) -> pd.DataFrame:
@@ -216,22 +219,17 @@ def _typed_params(trials: pd.DataFrame, param_columns: list[str]) -> pd.DataFram
     return trials.assign(**typed) if typed else trials
 
 
-def _paper_of(client: MlflowClient, parent_run_id: str) -> tuple[PaperNumbers, list[str]]:
+def _paper_of(uri: str, parent_run_id: str) -> tuple[PaperNumbers, list[str]]:
     """The `paper:` section of a sweep: its config.yaml artifact, else `paper.*` params of the parent run."""
-    with tempfile.TemporaryDirectory() as scratch, quiet_artifact_transfers():
+    with tempfile.TemporaryDirectory() as scratch:
         try:
-            path = mlflow.artifacts.download_artifacts(
-                run_id=parent_run_id,
-                artifact_path=names.CONFIG_ARTIFACT,
-                dst_path=scratch,
-                tracking_uri=client.tracking_uri,
-            )
-            config = load_yaml(Path(path).read_text(encoding="utf-8"))
-        except (MlflowException, OSError, yaml.YAMLError):
+            path = download_artifact(uri, parent_run_id, names.CONFIG_ARTIFACT, Path(scratch))
+            config = load_yaml(path.read_text(encoding="utf-8"))
+        except (ArtifactUnavailable, OSError, yaml.YAMLError):
             config = None
     if isinstance(config, dict) and config.get("paper") is not None:
         return paper_from_config(config["paper"])
-    return paper_from_params(client.get_run(parent_run_id).data.params)
+    return paper_from_params(run_params(uri, parent_run_id))
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@ dicelab talks to MLflow through `mlflow.MlflowClient`, `mlflow.entities`, `mlflo
 `mlflow.artifacts`, `mlflow.models` and `mlflow.pyfunc`. What they do not offer comes from MLflow's own
 modules, through this module only: `tests/tracking/test_mlflow_adapter.py` fails naming the touch point when
 an MLflow release moves one, and keeps every other dicelab module off `mlflow.utils`, `mlflow.store`,
-`mlflow.protos` and MLflow's private modules. The Ray counterpart is `dicelab.sweeps.ray_adapter`.
+`mlflow.protos` and MLflow's private modules. The columns of MLflow's tables that the analysis reads from a
+SQL store are declared in `dicelab.tracking.sql_tables`, which stays free of MLflow's import and has its own
+contract. The Ray counterpart is `dicelab.sweeps.ray_adapter`.
 
 Importing this module imports MLflow (about 3 CPU-seconds): modules that must stay light import it inside the
 function that needs it.
@@ -35,9 +37,7 @@ __all__ = [
     "already_exists",
     "basic_auth",
     "create_sqlite_schema",
-    "is_database_uri",
     "rest_get",
-    "run_tables",
     "use_tracking_uri",
 ]
 
@@ -84,28 +84,6 @@ def create_sqlite_schema(uri: str) -> None:
         _initialize_tables(engine)
     finally:
         engine.dispose()
-
-
-def is_database_uri(uri: str) -> bool:
-    """Whether `uri` names a SQL store MLflow can back (sqlite, postgresql, mysql, mssql, with a driver)."""
-    from mlflow.store.db.db_types import DATABASE_ENGINES
-
-    return uri.split(":", 1)[0].split("+", 1)[0] in DATABASE_ENGINES
-
-
-def run_tables() -> dict[str, Any]:
-    """MLflow's SQLAlchemy tables of a SQL store: runs, tags, params, metrics (every logged value) and
-    latest_metrics. The analysis reads them with flat SELECTs, far faster than search_runs at thousands of
-    runs (docs/performance.md); a test checks that both give the same tables."""
-    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
-
-    return {
-        "runs": SqlRun.__table__,
-        "tags": SqlTag.__table__,
-        "params": SqlParam.__table__,
-        "metrics": SqlMetric.__table__,
-        "latest_metrics": SqlLatestMetric.__table__,
-    }
 
 
 @contextlib.contextmanager

@@ -1,0 +1,104 @@
+"""Reading a SQL store without MLflow: experiments, params and local artifacts come from MLflow's tables and
+files directly (dicelab.tracking.sql_tables); artifacts behind a tracking server's proxy fall back as MLflow's
+own client would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from dicelab.analysis import _store, load_runs
+from dicelab.errors import TrackingError
+from dicelab.tracking import conventions as names
+from dicelab.tracking import sql_tables
+
+PAPER = {"metric": "f1", "results": {"ce": {"original": 91.3}}}
+
+
+def test_a_sql_store_is_analysed_without_importing_mlflow(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("quick", paper=PAPER)
+    for seed in range(3):
+        log.trial(0.8 + seed / 100, loss="ce", seed=seed)
+        log.trial(0.82 + seed / 100, loss="dice", seed=seed)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from dicelab.analysis import build_report, load_runs
+        runs = load_runs("quick", {tracking_uri!r})
+        report = build_report(runs, {str(tmp_path / "report")!r}, log_to_mlflow=False)
+        print(json.dumps({{
+            "mlflow": sorted(m for m in sys.modules if m == "mlflow" or m.startswith("mlflow.")),
+            "trials": len(runs.trials),
+            "paper": runs.papers["quick"].result("ce", "original"),
+            "report": report.html.is_file(),
+        }}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found == {"mlflow": [], "trials": 6, "paper": 91.3, "report": True}
+
+
+def _set_artifact_root(uri: str, run_id: str, root: str) -> None:
+    engine = sa.create_engine(uri)
+    try:
+        with engine.begin() as connection:
+            runs = sql_tables.RUNS
+            connection.execute(sa.update(runs).where(runs.c.run_uuid == run_id).values(artifact_uri=root))
+    finally:
+        engine.dispose()
+
+
+def test_proxied_artifacts_fall_back_to_the_parent_runs_params(
+    tracking_uri, sweep_log, tmp_path
+):
+    """A team server keeps artifacts behind its proxy (mlflow-artifacts:/...), which a database URI cannot
+    reach: the paper numbers come from the parent run's params, as with MLflow's client."""
+    log = sweep_log("quick", paper={"metric": "f1", "results": {"ce": {"original": 50.0}}})
+    log.client.log_param(log.parent_id, "paper.results.ce.original", "91.3")
+    log.trial(0.9)
+    _set_artifact_root(tracking_uri, log.parent_id, f"mlflow-artifacts:/1/{log.parent_id}/artifacts")
+
+    with pytest.raises(_store.ArtifactUnavailable, match="only through the tracking server"):
+        _store.download_artifact(tracking_uri, log.parent_id, names.CONFIG_ARTIFACT, tmp_path)
+    assert load_runs("quick", tracking_uri).papers["quick"].result("ce", "original") == 91.3
+
+
+def test_a_local_artifact_is_read_where_it_lies(tracking_uri, sweep_log, tmp_path):
+    log = sweep_log("quick", paper=PAPER)
+    path = _store.download_artifact(tracking_uri, log.parent_id, names.CONFIG_ARTIFACT, tmp_path)
+    assert Path(log.client.get_run(log.parent_id).info.artifact_uri.removeprefix("file://")) in path.parents
+    with pytest.raises(_store.ArtifactUnavailable, match="does not exist"):
+        _store.download_artifact(tracking_uri, log.parent_id, "race/eliminations.csv", tmp_path)
+
+
+def test_the_params_are_the_clients(tracking_uri, sweep_log):
+    log = sweep_log("quick")
+    run_id = log.trial(0.9, loss="tversky", params={"loss.alpha": 0.3})
+    assert _store.run_params(tracking_uri, run_id) == log.client.get_run(run_id).data.params
+
+
+def test_a_deleted_experiment_is_not_found(tracking_uri, sweep_log):
+    sweep_log("kept").trial(0.9)
+    gone = sweep_log("gone")
+    gone.trial(0.9)
+    gone.client.delete_experiment(gone.experiment_id)
+    assert _store.find_experiment(tracking_uri, "kept").name == "kept"
+    with pytest.raises(TrackingError, match=r"no experiment 'gone' in .*\(available: Default, kept\)"):
+        _store.find_experiment(tracking_uri, "gone")
+
+
+def test_a_store_that_is_not_mlflows_is_one_line(tmp_path):
+    path = tmp_path / "other.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE notes (body TEXT)"))
+    engine.dispose()
+    with pytest.raises(TrackingError, match=r"cannot read the MLflow store .*other\.db: .*no such table"):
+        _store.find_experiment(f"sqlite:///{path}", "quick")
