@@ -17,6 +17,7 @@ from tests.tasks.test_tasks_families import _decisions
 
 from dicelab.config import ExperimentConfig
 from dicelab.models.bundle import BundleInfo, write_bundle
+from dicelab.models.loading import load_model
 from dicelab.models.saved import load_bundle
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import State
@@ -155,6 +156,8 @@ def test_the_saved_model_predicts_on_cuda_what_the_trial_evaluated(
     assert _decisions(on_gpu.predict(inputs.dev_frame)) == _decisions(expected)
     on_cpu = load_bundle(tmp_path / "bundle", device="cpu")
     assert _decisions(on_cpu.predict(inputs.dev_frame)) == _decisions(expected)
+    # the API's default, as `dicelab predict`'s and the pyfunc model's: the GPU where there is one
+    assert next(load_model(tmp_path / "bundle").model.parameters()).is_cuda
 
 
 def test_the_pyfunc_model_predicts_on_the_gpu_unless_told_otherwise(tmp_path, make_config, inputs_for):

@@ -33,13 +33,13 @@ def prediction_device(asked: str | torch.device | None = "auto") -> str:
 
 
 def load_model(
-    uri: str | Path, *, tracking_uri: str | None = None, device: str | torch.device = "cpu"
+    uri: str | Path, *, tracking_uri: str | None = None, device: str | torch.device = "auto"
 ) -> SavedModel:
     """The saved model at `uri`: `models:/<model_id>` or `models:/<name>/<version>`, `runs:/<run_id>/model`
     (from the tracking store `tracking_uri`, default MLflow's), an MLflow model directory, or a bundle
     directory. Raises DataError / TrackingError with one line naming `uri` when there is no model there,
-    and ConfigError when `device` is not a device or a CUDA device this machine does not have (`auto`: a GPU
-    where torch sees one, else the CPU)."""
+    and ConfigError when `device` is not a device or a CUDA device this machine does not have (`auto`, the
+    default as for `dicelab predict` and the pyfunc model: a GPU where torch sees one, else the CPU)."""
     device = prediction_device(device)
     text = str(uri)
     if not text.startswith(MLFLOW_SCHEMES):
