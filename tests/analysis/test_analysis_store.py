@@ -76,12 +76,6 @@ def test_a_local_artifact_is_read_where_it_lies(tracking_uri, sweep_log, tmp_pat
         _store.download_artifact(tracking_uri, log.parent_id, "race/eliminations.csv", tmp_path)
 
 
-def test_the_params_are_the_clients(tracking_uri, sweep_log):
-    log = sweep_log("quick")
-    run_id = log.trial(0.9, loss="tversky", params={"loss.alpha": 0.3})
-    assert _store.run_params(tracking_uri, run_id) == log.client.get_run(run_id).data.params
-
-
 def test_a_deleted_experiment_is_not_found(tracking_uri, sweep_log):
     sweep_log("kept").trial(0.9)
     gone = sweep_log("gone")

@@ -1,5 +1,5 @@
-"""The MLflow store the sweeps wrote to, as the analysis reads it: experiments by name, a run's params and
-its artifact files.
+"""The MLflow store the sweeps wrote to, as the analysis reads it: experiments by name and a run's artifact
+files.
 
 Two sources. A SQL store (the embedded SQLite file, a team server's PostgreSQL) is read with SELECTs on
 MLflow's own tables (`dicelab.tracking.sql_tables`), without importing MLflow or opening its store (about
@@ -122,16 +122,6 @@ def _find_api(uri: str, name: str) -> tuple[Experiment | None, list[str]]:
         return None, [e.name for e in mlflow_client.search_experiments(view_type=ViewType.ACTIVE_ONLY)]
     except MlflowException as error:
         raise TrackingError(f"cannot read the MLflow store {redact(uri)}: {first_line(error)}") from None
-
-
-def run_params(uri: str, run_id: str) -> dict[str, str]:
-    """A run's params, as MLflow keeps them (text)."""
-    if is_sql_store(uri):
-        table = sql_tables.PARAMS.c
-        with connection(uri) as opened:
-            rows = opened.execute(sa.select(table.key, table.value).where(table.run_uuid == run_id)).all()
-        return {key: value for key, value in rows}
-    return dict(client(uri).get_run(run_id).data.params)
 
 
 def download_artifact(uri: str, run_id: str, artifact_path: str, destination: Path) -> Path:

@@ -19,7 +19,6 @@ from dicelab.analysis._store import (
     download_artifact,
     find_experiment,
     open_store,
-    run_params,
 )
 from dicelab.analysis.paper import PaperNumbers, paper_from_config, paper_from_params
 from dicelab.config.yaml_loader import load_yaml
@@ -131,9 +130,9 @@ def load_runs(
     trials, dropped = _dedupe(trials)
 
     keep = set(trials["run_id"])
-    params = pd.concat([t.params for t in tables], ignore_index=True)
+    every_param = pd.concat([t.params for t in tables], ignore_index=True)  # the parent runs' too
     metrics = pd.concat([t.metrics for t in tables], ignore_index=True)
-    params, metrics = params[params["run_id"].isin(keep)], metrics[metrics["run_id"].isin(keep)]
+    params, metrics = every_param[every_param["run_id"].isin(keep)], metrics[metrics["run_id"].isin(keep)]
     param_columns, metric_columns = sorted(params["key"].unique()), sorted(metrics["key"].unique())
     logged = metrics.groupby("run_id")["key"].agg(frozenset)
     trials = trials.assign(logged_metrics=trials["run_id"].map(logged).apply(_as_set))
@@ -145,7 +144,9 @@ def load_runs(
     papers = {}
     for experiment in found:
         own = parents[parents["experiment"] == experiment.name]
-        paper, paper_notes = _paper_of(uri, own.iloc[0]["run_id"]) if len(own) else (PaperNumbers(), [])
+        paper, paper_notes = (
+            _paper_of(uri, own.iloc[0]["run_id"], every_param) if len(own) else (PaperNumbers(), [])
+        )
         papers[experiment.name] = paper
         notes.extend(f"{experiment.name}: {note}" for note in paper_notes)
     return RunSet(
@@ -219,8 +220,9 @@ def _typed_params(trials: pd.DataFrame, param_columns: list[str]) -> pd.DataFram
     return trials.assign(**typed) if typed else trials
 
 
-def _paper_of(uri: str, parent_run_id: str) -> tuple[PaperNumbers, list[str]]:
-    """The `paper:` section of a sweep: its config.yaml artifact, else `paper.*` params of the parent run."""
+def _paper_of(uri: str, parent_run_id: str, params: pd.DataFrame) -> tuple[PaperNumbers, list[str]]:
+    """The `paper:` section of a sweep: its config.yaml artifact, else `paper.*` params of the parent run
+    (from `params`, the runs' params already read: run_id, key, value)."""
     with tempfile.TemporaryDirectory() as scratch:
         try:
             path = download_artifact(uri, parent_run_id, names.CONFIG_ARTIFACT, Path(scratch))
@@ -229,7 +231,8 @@ def _paper_of(uri: str, parent_run_id: str) -> tuple[PaperNumbers, list[str]]:
             config = None
     if isinstance(config, dict) and config.get("paper") is not None:
         return paper_from_config(config["paper"])
-    return paper_from_params(run_params(uri, parent_run_id))
+    own = params[params["run_id"] == parent_run_id]
+    return paper_from_params(dict(zip(own["key"], own["value"], strict=True)))
 
 
 @contextlib.contextmanager
