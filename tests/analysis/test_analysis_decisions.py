@@ -3,6 +3,7 @@
 import dataclasses
 import itertools
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -312,3 +313,61 @@ def test_analyze_judges_a_raced_sweep_by_the_race_test():
     assert race_test(SimpleNamespace(parents=plain, experiments=["plain"])) is None
     unraced = pd.DataFrame({"experiment": ["x"], "race_test": [None], "run_id": ["d"]})
     assert race_test(SimpleNamespace(parents=unraced, experiments=["x"])) is None
+
+
+def test_a_sweep_of_many_configurations_names_a_few_and_counts_the_rest(tracking_uri, sweep_log):
+    """Each kind of statement is spelled out up to its limit and then counted: the configurations the best
+    beats (the closest first), the names under a verdict against the baseline, and a note many comparisons
+    share (a difference the same on every seed), which a 1,000-trial sweep printed hundreds of times."""
+    from dicelab.analysis.summary import MAX_NAMED, summary_paragraph
+
+    noise = [0.004, -0.003, 0.002, -0.001, 0.003, -0.004, 0.001, 0.0]
+    base = {seed: 0.80 + n for seed, n in enumerate(noise)}
+    values = {"ce": base}
+    for step, loss in enumerate(["focal", "dice", "tversky", "wce"], 1):  # the same gain on every seed
+        values[loss] = {seed: round(v + step * 0.0101, 6) for seed, v in base.items()}
+    values["dsc"] = {seed: v + 0.2 + noise[seed] / 2 for seed, v in base.items()}  # far ahead, with spread
+    for i in range(MAX_NAMED + 2):  # close to each other, far behind dsc: not separated from ce
+        values[f"focal-{i + 1}"] = {seed: v + noise[(seed + i + 1) % 8] for seed, v in base.items()}
+    log = sweep_log("many")
+    for loss, per_seed in values.items():
+        name, _, variant = loss.partition("-")
+        for seed, value in per_seed.items():
+            log.trial(value, loss=name, seed=seed, params={"loss.variant": variant or "0"})
+    runs = load_runs("many", tracking_uri)
+    options = AnalysisOptions(test="t")
+    decided = decisions(runs, options)
+    arena = decided.arenas.iloc[0]
+    assert arena["best"].startswith("dsc")
+    statements = arena_statements(arena, decided.comparisons, options, max_undecided=1)
+    beats = next(s for s in statements if s.startswith("It beats "))
+    assert beats.count(" by +") == 1 and beats.endswith(
+        f"; and {int(arena['configs']) - 2} more (`comparisons.csv`)."
+    )
+    closest = sorted(
+        row.difference if row.candidate == arena["best"] else -row.difference
+        for row in decided.comparisons.itertuples()
+        if arena["best"] in (row.candidate, row.reference) and row.verdict == "better"
+    )
+    assert f"by {closest[0]:+.2f} " in beats and f"by {closest[1]:+.2f} " not in beats
+    against = next(s for s in statements if s.startswith("Against the baseline"))
+    undecided = decided.comparisons.query("against == 'baseline' and verdict == 'no detectable difference'")
+    assert len(undecided) == 4 and against.endswith(f"`, `{undecided['candidate'].iloc[1]}` and 2 more.")
+    no_spread = [s for s in statements if "every seed gives the same difference" in s]
+    assert len(no_spread) == 1 and no_spread[0].startswith("4 comparisons, among them ")
+    assert (
+        no_spread[0].count(" vs ") == 1 and "and 3 more: every seed gives the same difference" in no_spread[0]
+    )
+    assert not any(s.startswith("Undecided:") and "about 10000" in s for s in statements)
+
+    # the exact test cannot separate anything with 8 seeds at Holm's 0.05 / 15: the paragraph names the
+    # nearest configurations and counts the rest
+    exact = AnalysisOptions()
+    undecided = decisions(runs, exact)
+    paragraph = summary_paragraph(undecided, exact, observations(runs, exact), "report.html", "dicelab ui")
+    others = int(undecided.arenas.iloc[0]["configs"]) - 1
+    assert f" and {others - MAX_NAMED} more; more seeds would decide." in paragraph
+    named = [abs(float(d)) for d in re.findall(r"\(([+-][0-9.]+)\)", paragraph)]
+    best, rows = undecided.arenas.iloc[0]["best"], undecided.comparisons
+    sides = rows[(rows["candidate"] == best) | (rows["reference"] == best)]
+    assert named == sorted(round(abs(d), 2) for d in sides["difference"])[:MAX_NAMED]  # the nearest

@@ -58,3 +58,14 @@ def test_welch_interval_needs_two_values_per_side():
 
 def test_welch_interval_of_constant_groups_is_exact():
     assert welch_interval([2.0, 2.0], [1.0, 1.0]) == (1.0, 1.0, 1.0)
+
+
+def test_seeds_equal_up_to_rounding_have_no_spread():
+    # 0.1 + 0.2 and 0.3 differ in the last bit: the interval is the mean itself, as for equal floats
+    from dicelab.analysis.intervals import t_intervals
+
+    values = [0.1 + 0.2, 0.3, 0.3]
+    assert np.std(values, ddof=1) > 0.0  # the rounding this is about
+    for interval in (t_interval(values), t_intervals([values])[0]):
+        assert interval.std == 0.0 and interval.low == interval.high == interval.mean
+    assert welch_interval(values, [0.1, 0.1, 0.1]) == pytest.approx((0.2, 0.2, 0.2))

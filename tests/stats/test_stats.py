@@ -287,3 +287,47 @@ def _fields(comparison: Comparison) -> tuple[object, ...]:
         "nan" if isinstance(value, float) and math.isnan(value) else value
         for value in dataclasses.astuple(comparison)
     )
+
+
+def _rounded_constant_difference() -> tuple[dict[int, float], dict[int, float]]:
+    """Per-seed values whose differences are the same number on every seed, but whose float subtraction
+    leaves a standard deviation of a few 1e-15 (values as an F1 in points has them)."""
+    reference = _seeds([78.14, 80.3, 79.27, 81.11, 77.93])
+    candidate = _seeds([80.2, 82.36, 81.33, 83.17, 79.99])  # 2.06 more on every seed, as logged
+    diffs = np.array([candidate[s] - reference[s] for s in reference])
+    assert 0.0 < diffs.std(ddof=1) < 1e-13  # the dust this is about
+    return candidate, reference
+
+
+@pytest.mark.parametrize("test", ["permutation", "t"])
+def test_a_difference_equal_on_every_seed_up_to_rounding_has_no_spread(test):
+    candidate, reference = _rounded_constant_difference()
+    exact = compare(_seeds(np.arange(5) + 2.0), _seeds(np.arange(5)), test=test)  # no dust
+    result = compare(candidate, reference, test=test)
+    assert result.std_difference == 0.0 and result.low == result.high == pytest.approx(2.06)
+    assert result.note == exact.note  # says so, as an exactly constant difference does
+    if test == "t":
+        assert math.isnan(result.p_value)  # undefined, not p near 0 from the rounding
+    else:
+        assert result.p_value == pytest.approx(2 / 2**5)
+    assert compare_many([(candidate, reference)], test=test) == [result]
+    # the seeds a difference equal on every seed needs are the test's minimum, not the 10,000 cap
+    floor = min_pairs_for_significance(test, alpha=0.00014)
+    assert seeds_needed(result.std_difference, 1.0, alpha=0.00014, test=test) == floor
+    assert seeds_needed_many([result.std_difference], [1.0], [0.00014], [True], test=test) == [floor]
+
+
+def test_seeds_that_agree_up_to_rounding_are_identical_and_equivalent():
+    values = _seeds([0.1 + 0.2, 0.3, 0.3, 0.1 + 0.2])
+    same = _seeds([0.3, 0.1 + 0.2, 0.3, 0.3])
+    result = compare(values, same)
+    assert result.p_value == 1.0 and result.note == "identical values on every paired seed"
+    assert equivalent(values, same, margin=1e-6) == (True, 0.0)
+
+
+def test_an_effect_beyond_the_noncentral_ts_range_needs_the_minimum_not_the_cap():
+    # delta / sd of 1e12: scipy's noncentral t is NaN at both tails there for every n
+    for test in ("permutation", "t"):
+        floor = min_pairs_for_significance(test, alpha=0.00014)
+        assert floor <= seeds_needed(1e-12, 1.0, alpha=0.00014, test=test) <= floor + 1
+        assert seeds_needed(1e-12, 1.0, alpha=0.00014, test=test) < 10_000

@@ -142,9 +142,12 @@ def arena_statements(
     involving = [
         _orient(row, best) for _, row in rows.iterrows() if best in (row["candidate"], row["reference"])
     ]
-    beaten = [o for o in involving if o.verdict == BETTER]
-    if beaten:
-        statements.append("It beats " + "; ".join(_evidence(o, level) for o in beaten) + ".")
+    beaten = sorted((o for o in involving if o.verdict == BETTER), key=lambda o: o.difference)
+    if beaten:  # the closest first: a sweep of hundreds of configurations beats most of them by far
+        said = "; ".join(_evidence(o, level) for o in beaten[:max_undecided])
+        more = len(beaten) - max_undecided
+        ending = f"; and {more} more (`comparisons.csv`)." if more > 0 else "."
+        statements.append(f"It beats {said}{ending}")
     else:
         statements.append("It is not yet separated from any other configuration.")
     baseline = str(arena["baseline"])
@@ -156,7 +159,7 @@ def arena_statements(
                 f"`{r}`" for r in against_baseline.loc[against_baseline["verdict"] == verdict, "candidate"]
             ]
             if names:
-                verdicts.append(f"{verdict}: {', '.join(names)}")
+                verdicts.append(f"{verdict}: {_listed(names, 2 * max_undecided)}")
         which = f"`{baseline}`" if baseline else f"`{options.baseline}`"
         statements.append(f"Against the baseline {which}: " + "; ".join(verdicts) + ".")
     undecided = rows[rows["verdict"] == NO_DIFFERENCE]
@@ -170,7 +173,7 @@ def arena_statements(
     if trials is not None:
         next_step = next_step_statement(rows, arena_trials(trials, arena))
         statements += [next_step] if next_step else []
-    statements += _missing_and_unpaired(rows)
+    statements += _missing_and_unpaired(rows, max_undecided)
     if arena["not_compared"]:
         statements.append(f"Not compared, no usable seed: {arena['not_compared']}.")
     family = int(rows["family"].max()) if len(rows) else 1
@@ -276,29 +279,52 @@ def _undecided(row: pd.Series, level: str) -> str:
     return f"{text}; about {int(needed)} {per} would detect a difference of {size} with {POWER:.0%} power"
 
 
-def _missing_and_unpaired(rows: pd.DataFrame) -> list[str]:
-    statements = []
+def _missing_and_unpaired(rows: pd.DataFrame, limit: int) -> list[str]:
+    """What limits the comparisons: seeds missing, comparisons unpaired and the notes of the others, each
+    kind spelled out up to `limit` times and then counted (a large sweep has hundreds of each)."""
     missing: dict[str, int] = {}
     for _, row in rows.iterrows():
         for side in ("candidate", "reference"):
             missing[row[side]] = max(missing.get(row[side], 0), int(row[f"n_missing_{side}"]))
-    for name, n in missing.items():
-        if n:
-            statements.append(
-                f"`{name}` misses {count(n, 'seed')} the others ran (failed, degenerate or no value): "
-                "compared on the seeds it has."
-            )
+    statements = _at_most(
+        [
+            f"`{name}` misses {count(n, 'seed')} the others ran (failed, degenerate or no value): "
+            "compared on the seeds it has."
+            for name, n in missing.items()
+            if n
+        ],
+        limit,
+        "configurations miss seeds",
+    )
     unpaired, noted = ~rows["paired"].astype(bool), rows["note"].astype(str) != ""
     untested = unpaired & rows["p_value"].isna() & noted
+    said = []
     for index, row in rows[unpaired].iterrows():
         # a comparison that ran no test (one seed on a side) says why instead of naming the test it would use
         how = row["note"] if untested[index] else row["test"]
-        statements.append(
+        said.append(
             f"`{row['candidate']}` vs `{row['reference']}` is unpaired (fewer than 2 seeds in common): {how}."
         )
-    for _, row in rows[noted & ~untested].iterrows():
-        statements.append(f"`{row['candidate']}` vs `{row['reference']}`: {row['note']}.")
+    statements += _at_most(said, limit, "comparisons are unpaired")
+    for note, group in rows[noted & ~untested].groupby("note", sort=False):
+        pairs = [f"`{row['candidate']}` vs `{row['reference']}`" for _, row in group.iterrows()]
+        if len(pairs) <= limit:
+            statements += [f"{pair}: {note}." for pair in pairs]
+        else:
+            among = _listed(pairs, limit)
+            statements.append(f"{count(len(pairs), 'comparison')}, among them {among}: {note}.")
     return statements
+
+
+def _listed(names: list[str], limit: int) -> str:
+    """The first `limit` of `names` and how many more (the comparisons table has them all)."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
+
+
+def _at_most(statements: list[str], limit: int, what: str) -> list[str]:
+    more = len(statements) - limit
+    return statements if more <= 0 else [*statements[:limit], f"…and {more} more {what} (`comparisons.csv`)."]
 
 
 def _table(rows: pd.DataFrame, options: AnalysisOptions) -> Table:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from dicelab.stats.rounding import no_spread
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -36,7 +38,7 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> Interval:
     if n == 1:
         return Interval(1, n_nan, mean, math.nan, math.nan, math.nan)
     std = float(finite.std(ddof=1))
-    if std == 0.0:  # scipy gives NaN bounds for a zero scale; identical seeds leave no spread
+    if no_spread(std, finite):  # scipy gives NaN bounds for a zero scale; identical seeds leave no spread
         return Interval(n, n_nan, mean, 0.0, mean, mean)
     low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=float(stats.sem(finite)))
     return Interval(n, n_nan, mean, std, float(low), float(high))
@@ -61,7 +63,7 @@ def t_intervals(groups: Sequence[Iterable[float]], confidence: float = 0.95) -> 
             found.append(Interval(1, n_nan, mean, math.nan, math.nan, math.nan))
             continue
         std = float(finite.std(ddof=1))
-        if std == 0.0:
+        if no_spread(std, finite):
             found.append(Interval(n, n_nan, mean, 0.0, mean, mean))
             continue
         pending.append((len(found), n, n_nan, mean, std, finite))
@@ -92,7 +94,7 @@ def welch_interval(
     diff = float(a.mean() - b.mean())
     if a.size < 2 or b.size < 2:
         return diff, math.nan, math.nan
-    if a.var(ddof=1) == 0.0 and b.var(ddof=1) == 0.0:  # constant groups: the difference is exact
+    if no_spread(float(a.std(ddof=1)), a) and no_spread(float(b.std(ddof=1)), b):  # constant groups: exact
         return diff, diff, diff
     interval = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
     return diff, float(interval.low), float(interval.high)

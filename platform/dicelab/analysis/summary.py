@@ -13,6 +13,8 @@ from dicelab.analysis.observations import AnalysisOptions, metric_label
 from dicelab.stats import BETTER
 from dicelab.words import count
 
+MAX_NAMED = 5  # configurations named in a sentence, the nearest first
+
 
 def summary_paragraph(
     decisions: Decisions, options: AnalysisOptions, trials: pd.DataFrame, report: str, ui: str
@@ -33,7 +35,7 @@ def summary_paragraph(
     sides = rows[(rows["candidate"] == best) | (rows["reference"] == best)]
     others = [_orient(row, best) for _, row in sides.iterrows()]
     beaten = sorted((o for o in others if o.verdict == BETTER), key=lambda o: o.difference)
-    close = [o for o in others if o.verdict != BETTER]
+    close = sorted((o for o in others if o.verdict != BETTER), key=lambda o: abs(o.difference))
     if beaten:
         nearest = beaten[0]
         said.append(
@@ -43,7 +45,9 @@ def summary_paragraph(
             f"{float(nearest.row['p_holm']):.2g}, on {int(nearest.row['n'])} paired seeds)."
         )
     if close:
-        names = ", ".join(f"`{o.other}` ({o.difference:+.2f})" for o in close)
+        names = ", ".join(f"`{o.other}` ({o.difference:+.2f})" for o in close[:MAX_NAMED])
+        if len(close) > MAX_NAMED:  # the nearest; a sweep of hundreds of configurations would list them all
+            names += f" and {len(close) - MAX_NAMED} more"
         said.append(
             f"It is not separated from {names}: with these seeds those differences may be chance."
             if beaten

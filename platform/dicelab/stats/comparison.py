@@ -21,6 +21,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from dicelab.stats.rounding import no_spread, rounding_of
+
 Test = Literal["permutation", "t"]
 TESTS: tuple[str, ...] = ("permutation", "t")
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no detectable difference"
@@ -119,7 +121,7 @@ def compare_many(
             found[position] = _unpaired(a, b, seeds, confidence, test)
             continue
         x, y = np.array([a[seed] for seed in common]), np.array([b[seed] for seed in common])
-        spread = float((x - y).std(ddof=1)) > 0.0
+        spread = not no_spread(float((x - y).std(ddof=1)), x, y)
         if spread and (test == "t" or 2 ** len(common) <= _EXACT_LIMIT):
             together.setdefault(len(common), []).append((position, x, y))
         else:  # no spread (no interval, maybe no test) or a Monte Carlo test (one random stream each)
@@ -165,6 +167,8 @@ def _paired(
     diffs = x - y
     n = len(common)
     std = float(diffs.std(ddof=1))
+    if no_spread(std, x, y):
+        std = 0.0  # rounding dust (see dicelab.stats.rounding)
     mean = float(diffs.mean())
     note = ""
     if std == 0.0:
@@ -176,7 +180,7 @@ def _paired(
     else:
         interval = stats.ttest_rel(x, y).confidence_interval(confidence_level=confidence)
         low, high = float(interval.low), float(interval.high)
-    if np.all(diffs == 0.0):
+    if np.all(np.abs(diffs) <= rounding_of(x, y)):
         p = 1.0
         note = "identical values on every paired seed"
     elif computed is not None:
@@ -240,16 +244,18 @@ def _unpaired(
     pooled = float(
         math.sqrt((x.var(ddof=1) * (len(x) - 1) + y.var(ddof=1) * (len(y) - 1)) / (len(x) + len(y) - 2))
     )
+    if no_spread(pooled, x, y):
+        pooled = 0.0  # rounding dust (see dicelab.stats.rounding)
     welch = stats.ttest_ind(x, y, equal_var=False)
     if pooled == 0.0:
         low = high = difference
-        p = 1.0 if difference == 0.0 else math.nan
+        p = 1.0 if abs(difference) <= rounding_of(x, y) else math.nan
         note = "no spread within either configuration: the interval is the difference itself"
     else:
         interval = welch.confidence_interval(confidence_level=confidence)
         low, high, note = float(interval.low), float(interval.high), ""
         p = float(welch.pvalue)
-    if test == "permutation" and not (pooled == 0.0 and difference == 0.0):
+    if test == "permutation" and not (pooled == 0.0 and p == 1.0):
         p = float(
             stats.permutation_test(
                 (x, y),

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 import numpy as np
 from statsmodels.stats.weightstats import ttost_paired
 
+from dicelab.stats.rounding import no_spread
+
 
 def equivalent(
     candidate: Mapping[int, float], reference: Mapping[int, float], margin: float, *, alpha: float = 0.05
@@ -25,7 +27,7 @@ def equivalent(
     x = np.array([candidate[seed] for seed in common], dtype=float)
     y = np.array([reference[seed] for seed in common], dtype=float)
     diffs = x - y
-    if diffs.std(ddof=1) == 0.0:
+    if no_spread(float(diffs.std(ddof=1)), x, y):
         inside = abs(float(diffs.mean())) < margin
         return inside, 0.0 if inside else 1.0
     p = float(ttost_paired(x, y, -margin, margin)[0])

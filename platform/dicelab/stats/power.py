@@ -15,6 +15,10 @@ from dicelab.stats.comparison import Test, min_pairs_for_significance
 _MAX_SEEDS = 10_000  # beyond this the answer is "not with seeds"
 _WINDOW = 16  # integers tried first, from just below the normal approximation
 _GRID = 100  # points of the geometric grid from 2 to _MAX_SEEDS: neighbours 9 % apart
+# Effect sizes beyond this are computed at it: from about 1e10 the noncentral t is NaN at both tails (every
+# n would seem to fall short: 10,000 seeds), and power only grows with the effect, so the answer at the cap
+# is never fewer seeds than the true one (at worst one more, where scipy's df=1 tail is NaN at the cap too).
+_MAX_EFFECT = 1e6
 
 
 def seeds_needed(
@@ -38,7 +42,7 @@ def seeds_needed(
         return None
     if std_difference == 0.0:
         return floor
-    effect = delta / std_difference
+    effect = min(delta / std_difference, _MAX_EFFECT)
     solver = TTestPower() if paired else TTestIndPower()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # overflow chatter of the noncentral t at extreme effect sizes
@@ -115,7 +119,7 @@ def seeds_needed_many(
         if std == 0.0:
             answers[row] = floor
             continue
-        effects[row] = delta / std
+        effects[row] = min(delta / std, _MAX_EFFECT)
         pending[bool(pairs)].append(row)
     for pairs, which in pending.items():
         if not which:
