@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from mlflow import MlflowClient
 from mlflow.pyfunc.scoring_server import infer_and_parse_data
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 from tests.ports import free_port
+from tests.processes import start
 
 from dicelab.cli import main
 from dicelab.data import load_raw_dataset
@@ -357,14 +357,7 @@ def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
     bin_dir = str(Path(sys.executable).parent)  # the environment's uvicorn, as an activated venv has it
     env = {**os.environ, "MLFLOW_TRACKING_URI": trial.store, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     command = [f"{bin_dir}/mlflow", "models", "serve", "-m", trial.result.model_uri, "--env-manager", "local"]
-    log = (tmp_path / "serve.log").open("w")
-    server = subprocess.Popen(
-        [*command, "-h", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    server = start("serve", [*command, "-h", "127.0.0.1", "-p", str(port)], env, tmp_path)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180  # imports and the model's loading on a busy 2-core machine
@@ -373,18 +366,12 @@ def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
                 with urllib.request.urlopen(f"{url}/ping", timeout=2):
                     break
             except OSError:
-                assert server.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+                assert server.popen.poll() is None, server.log.read_text()[-2000:]
                 assert time.monotonic() < deadline, "the scoring server did not answer in time"
                 time.sleep(0.5)
         yield url, trial
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+        server.stop()
 
 
 def _invoke(url: str, body: dict) -> tuple[int, dict]:
@@ -603,7 +590,6 @@ def test_dicelab_trial_register_saves_and_registers_the_model(workspace, store, 
 def test_the_pyfunc_class_imports_without_mlflows_type_hint_warning():
     """MLflow checks a PythonModel's predict hints when the class is defined and warns once per process
     (inside its own warning filters, so only the hint itself can avoid it): a sweep's console stays clean."""
-    import subprocess
     import sys
 
     done = subprocess.run(
