@@ -143,3 +143,18 @@ def test_create_sqlite_schema_makes_mlflows_tables_at_head_and_no_rows(tmp_path)
         (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
     assert revision, "create_sqlite_schema: MLflow's migrations did not run"
     assert MlflowClient(uri).get_experiment("0").name == "Default"  # MLflow opens it as one of its own
+
+
+def test_log_artifacts_at_writes_where_mlflows_client_lists_a_runs_artifacts(store, tmp_path):
+    client = MlflowClient(store)
+    run = client.create_run(client.create_experiment("artifacts-at"))
+    folder = tmp_path / "report"
+    (folder / "figures").mkdir(parents=True)
+    (folder / "report.md").write_text("# report")
+    (folder / "figures" / "a.png").write_bytes(b"png")
+    mlflow_adapter.log_artifacts_at(run.info.artifact_uri, str(folder), "report")
+    listed = {item.path for item in client.list_artifacts(run.info.run_id, "report")}
+    assert listed == {"report/report.md", "report/figures"}, "log_artifacts_at: not where MLflow lists them"
+    assert [item.path for item in client.list_artifacts(run.info.run_id, "report/figures")] == [
+        "report/figures/a.png"
+    ]

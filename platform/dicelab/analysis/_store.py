@@ -128,24 +128,30 @@ def download_artifact(uri: str, run_id: str, artifact_path: str, destination: Pa
     """A run's artifact file, as a local path under `destination` (or where a local store keeps it).
     Raises ArtifactUnavailable when it cannot be read."""
     if is_sql_store(uri):
-        table = sql_tables.RUNS.c
-        try:
-            with connection(uri) as opened:
-                root = opened.execute(sa.select(table.artifact_uri).where(table.run_uuid == run_id)).scalar()
-        except TrackingError as error:
-            raise ArtifactUnavailable(str(error)) from None
-        if not root:
-            raise ArtifactUnavailable(f"run {run_id} has no artifact location")
-        scheme = urllib.parse.urlparse(root).scheme
-        if scheme in ("", "file"):
+        root = artifact_root(uri, run_id)
+        if urllib.parse.urlparse(root).scheme in ("", "file"):
             local = _local_path(root) / artifact_path
             if not local.is_file():
                 raise ArtifactUnavailable(f"{local} does not exist")
             return local
-        if scheme == _PROXIED:
-            raise ArtifactUnavailable(f"{root} is reachable only through the tracking server")
         return _download(artifact_uri=f"{root.rstrip('/')}/{artifact_path}", destination=destination)
     return _download(run_id=run_id, artifact_path=artifact_path, tracking_uri=uri, destination=destination)
+
+
+def artifact_root(uri: str, run_id: str) -> str:
+    """A run's artifact root in a SQL store, read with SQL, where this process can reach it without the
+    tracking server. Raises ArtifactUnavailable otherwise."""
+    table = sql_tables.RUNS.c
+    try:
+        with connection(uri) as opened:
+            root = opened.execute(sa.select(table.artifact_uri).where(table.run_uuid == run_id)).scalar()
+    except TrackingError as error:
+        raise ArtifactUnavailable(str(error)) from None
+    if not root:
+        raise ArtifactUnavailable(f"run {run_id} has no artifact location")
+    if urllib.parse.urlparse(root).scheme == _PROXIED:
+        raise ArtifactUnavailable(f"{root} is reachable only through the tracking server")
+    return str(root)
 
 
 def _local_path(root: str) -> Path:

@@ -8,9 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dicelab.analysis._format import slug
-from dicelab.analysis._store import client, quiet_artifact_transfers
+from dicelab.analysis._store import (
+    ArtifactUnavailable,
+    artifact_root,
+    client,
+    is_sql_store,
+    quiet_artifact_transfers,
+)
 from dicelab.analysis.runs import RunSet
-from dicelab.errors import DicelabError, TrackingError
+from dicelab.errors import DicelabError, TrackingError, first_line
 from dicelab.tracking import conventions as names
 
 if TYPE_CHECKING:
@@ -39,17 +45,39 @@ def replace_dir(staging: Path, out: Path) -> None:
 
 
 def log_report(runs: RunSet, out: Path) -> str:
-    """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run)."""
+    """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run).
+
+    Into a SQL store's parent run, through the artifact repository of the run's root as read with SQL:
+    MLflow's tracking store, which would only look that root up, costs 1.5 CPU-seconds to open for SQLite,
+    a fifth of a small sweep's `dicelab analyze`."""
     from mlflow.exceptions import MlflowException
 
-    mlflow_client = client(runs.tracking_uri)
+    root = _reachable_root(runs)
     try:
-        run_id = runs.report_run or _analysis_run(mlflow_client, runs.experiment_ids[runs.experiments[0]])
         with quiet_artifact_transfers():
+            if root is not None:
+                from dicelab.tracking import mlflow_adapter
+
+                mlflow_adapter.log_artifacts_at(root, str(out), names.REPORT_DIR)
+                return str(runs.report_run)
+            mlflow_client = client(runs.tracking_uri)
+            run_id = runs.report_run or _analysis_run(mlflow_client, runs.experiment_ids[runs.experiments[0]])
             mlflow_client.log_artifacts(run_id, str(out), artifact_path=names.REPORT_DIR)
     except (MlflowException, OSError) as error:
-        raise TrackingError(f"the report is in {out} but logging it to MLflow failed: {error}") from None
+        why = first_line(error)
+        raise TrackingError(f"the report is in {out} but logging it to MLflow failed: {why}") from None
     return run_id
+
+
+def _reachable_root(runs: RunSet) -> str | None:
+    """The parent run's artifact root where SQL reads it and this process reaches it; else None (MLflow's
+    client then logs the report, and says why when it cannot)."""
+    if not runs.report_run or not is_sql_store(runs.tracking_uri):
+        return None
+    try:
+        return artifact_root(runs.tracking_uri, runs.report_run)
+    except ArtifactUnavailable:
+        return None
 
 
 def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
