@@ -371,3 +371,9 @@ def test_a_sweep_of_many_configurations_names_a_few_and_counts_the_rest(tracking
     best, rows = undecided.arenas.iloc[0]["best"], undecided.comparisons
     sides = rows[(rows["candidate"] == best) | (rows["reference"] == best)]
     assert named == sorted(round(abs(d), 2) for d in sides["difference"])[:MAX_NAMED]  # the nearest
+    # the Decision's undecided comparisons start with the best's closest contender, not the table's order
+    nearest = sides.loc[sides["difference"].abs().idxmin()]
+    (first, *_) = (
+        s for s in arena_statements(undecided.arenas.iloc[0], rows, exact) if s.startswith("Undecided")
+    )
+    assert first.startswith(f"Undecided: `{nearest['candidate']}` vs `{nearest['reference']}`: "), first

@@ -163,6 +163,13 @@ def arena_statements(
         which = f"`{baseline}`" if baseline else f"`{options.baseline}`"
         statements.append(f"Against the baseline {which}: " + "; ".join(verdicts) + ".")
     undecided = rows[rows["verdict"] == NO_DIFFERENCE]
+    # the best's contenders first, the closest first: what is still open about the decision itself
+    contender = (undecided["against"] == BEST) & (
+        (undecided["candidate"] == best) | (undecided["reference"] == best)
+    )
+    undecided = undecided.assign(
+        _order=~contender, _gap=undecided["difference"].abs().where(contender, 0.0)
+    ).sort_values(["_order", "_gap"], kind="stable")
     for _, row in undecided.head(max_undecided).iterrows():
         statements.append(f"Undecided: {_undecided(row, level)}")
     if len(undecided) > max_undecided:
