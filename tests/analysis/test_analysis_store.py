@@ -51,43 +51,48 @@ def test_a_report_is_logged_to_a_sql_stores_parent_run_without_opening_mlflows_s
     """The report goes to the parent run's artifact root, read with SQL, through MLflow's artifact
     repository: MLflow's tracking store (1.5 CPU-s to open for SQLite) is never opened, and MLflow's client
     lists the files where they were logged. A root behind a team server's proxy is out of a database URI's
-    reach: MLflow's client is asked, and its refusal is one line that says where the report is.
+    reach: MLflow's client is asked, and its refusal is one line that says where the report is. (The
+    report's own sections import no MLflow: test_a_sql_store_is_read_without_importing_mlflow.)
 
     In a process of its own: MLflow caches each run's artifact repository per process (the sweep logged here
     made one for the proxied run's old root), and the store must not have been opened before."""
-    log = sweep_log("quick", paper=PAPER)
-    for seed in range(3):
-        log.trial(0.8 + seed / 100, loss="ce", seed=seed)
+    log = sweep_log("quick")
+    log.trial(0.8)
     proxied = sweep_log("proxied")
     proxied.trial(0.9)
     _set_artifact_root(tracking_uri, proxied.parent_id, f"mlflow-artifacts:/1/{proxied.parent_id}/artifacts")
-    out, refused = tmp_path / "report", tmp_path / "refused"
+    out = tmp_path / "report"
+    (out / "figures").mkdir(parents=True)
+    (out / "report.html").write_text("<html></html>")
+    (out / "figures" / "a.png").write_bytes(b"png")
     script = textwrap.dedent(
         f"""
         import json, sys
-        from dicelab.analysis import build_report, load_runs
+        from pathlib import Path
+        from dicelab.analysis import load_runs
+        from dicelab.analysis.publishing import log_report
         from dicelab.errors import TrackingError
-        report = build_report(load_runs("quick", {tracking_uri!r}), {str(out)!r})
+        run = log_report(load_runs("quick", {tracking_uri!r}), Path({str(out)!r}))
         opened = "mlflow.store.tracking.sqlalchemy_store" in sys.modules
         try:
-            build_report(load_runs("proxied", {tracking_uri!r}), {str(refused)!r})
+            log_report(load_runs("proxied", {tracking_uri!r}), Path({str(out)!r}))
             error = None
         except TrackingError as raised:
             error = str(raised)
-        print(json.dumps({{"run": report.logged_run_id, "tracking_store": opened, "error": error}}))
+        print(json.dumps({{"run": run, "tracking_store": opened, "error": error}}))
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     found = json.loads(done.stdout.splitlines()[-1])
     assert (found["run"], found["tracking_store"]) == (log.parent_id, False)
     logged = {item.path for item in log.client.list_artifacts(log.parent_id, names.REPORT_DIR)}
-    written = {f"{names.REPORT_DIR}/{path.name}" for path in out.iterdir()}
-    assert logged == written and f"{names.REPORT_DIR}/report.html" in logged
+    assert logged == {f"{names.REPORT_DIR}/report.html", f"{names.REPORT_DIR}/figures"}
+    figures = log.client.list_artifacts(log.parent_id, f"{names.REPORT_DIR}/figures")
+    assert [item.path for item in figures] == [f"{names.REPORT_DIR}/figures/a.png"]
 
     error = found["error"]
-    assert error.startswith(f"the report is in {refused} but logging it to MLflow failed: "), error
+    assert error.startswith(f"the report is in {out} but logging it to MLflow failed: "), error
     assert "the tracking URI must be a valid http or https URI" in error and "\n" not in error  # one line
-    assert (refused / "report.html").is_file()
 
 
 def _set_artifact_root(uri: str, run_id: str, root: str) -> None:
