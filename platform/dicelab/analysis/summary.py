@@ -8,7 +8,7 @@ import pandas as pd
 from dicelab.analysis._format import interval, number
 from dicelab.analysis.comparisons import Decisions
 from dicelab.analysis.cost import cost_of
-from dicelab.analysis.decision import _orient, _rows_of, arena_trials
+from dicelab.analysis.decision import _listed, _orient, _rows_of, arena_trials
 from dicelab.analysis.observations import AnalysisOptions, metric_label
 from dicelab.stats import BETTER
 from dicelab.words import count
@@ -45,9 +45,8 @@ def summary_paragraph(
             f"{float(nearest.row['p_holm']):.2g}, on {int(nearest.row['n'])} paired seeds)."
         )
     if close:
-        names = ", ".join(f"`{o.other}` ({o.difference:+.2f})" for o in close[:MAX_NAMED])
-        if len(close) > MAX_NAMED:  # the nearest; a sweep of hundreds of configurations would list them all
-            names += f" and {len(close) - MAX_NAMED} more"
+        # the nearest; a sweep of hundreds of configurations would list them all
+        names = _listed([f"`{o.other}` ({o.difference:+.2f})" for o in close], MAX_NAMED)
         said.append(
             f"It is not separated from {names}: with these seeds those differences may be chance."
             if beaten
