@@ -88,7 +88,11 @@ def main(command: list[str]) -> int:
                 continue
 
     started = time.monotonic()
-    process = subprocess.Popen(command, env={**os.environ, "CPUTREE_TAG": tag})
+    try:
+        process = subprocess.Popen(command, env={**os.environ, "CPUTREE_TAG": tag})
+    except OSError as error:  # not found, not executable: the command never ran
+        print(f"cputree: cannot run {command[0]!r}: {error.strerror}", file=sys.stderr)
+        return 2
     while process.poll() is None:
         sample()
         time.sleep(0.25)
@@ -111,6 +115,7 @@ def main(command: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python benchmarks/cputree.py COMMAND [ARG ...]")
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print("usage: python benchmarks/cputree.py COMMAND [ARG ...]", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(sys.argv[1:]))

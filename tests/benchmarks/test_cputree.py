@@ -68,5 +68,15 @@ def test_processes_are_grouped_by_what_they_are():
 
 
 def test_without_a_command_it_says_how_to_use_it():
-    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "usage: python benchmarks/cputree.py COMMAND" in done.stderr
+    for args in ([], ["--help"]):  # an option is not a command: it would fail to start
+        done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == "usage: python benchmarks/cputree.py COMMAND [ARG ...]\n"
+
+
+def test_a_command_that_cannot_run_is_one_line_exit_2():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "no-such-command-here"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "cputree: cannot run 'no-such-command-here': No such file or directory\n"
