@@ -457,6 +457,12 @@ def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_na
         ("pair_classification", "tagging", "holds tagging data"),
         ("pair_classification", "empty", "empty.csv: no examples to predict on"),
         ("pair_classification", "header_only", "header.csv: no examples to predict on"),
+        (  # a trial config's data.columns is no advice for predict: the file needs a header
+            "pair_classification",
+            "headerless",
+            "pairs.tsv:1: no header row with known column names; start the file with one naming the columns "
+            "this pair_classification model reads: text_a (or sentence1), text_b (or sentence2)",
+        ),
     ],
 )
 def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
@@ -471,6 +477,7 @@ def test_a_bad_model_or_input_is_one_line_exit_2_and_no_output_file(
         ),
         "empty": lambda: _written(tmp_path / "empty.csv", ""),
         "header_only": lambda: _written(tmp_path / "header.csv", "text_a,text_b\n"),
+        "headerless": lambda: _written(tmp_path / "pairs.tsv", "A cat sat.\tA cat was sitting.\n"),
     }
     uri = saved_trials[model].result.model_uri if model in saved_trials else model.format(tmp=tmp_path)
     out = tmp_path / "out" / "predictions.jsonl"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dicelab.data import read_split_file
-from dicelab.data.readers import detect_format, read_text
+from dicelab.data.readers import KNOWN_COLUMNS, HeaderMissing, detect_format, read_text
 from dicelab.errors import DataError
 from dicelab.models.saved import INPUT_COLUMNS
 
@@ -53,6 +53,11 @@ def read_input(
                 f"{path}: holds {other} data ({FAMILY_DATA[other]}), but the model is a {task_name} model, "
                 f"which predicts on {family} data ({needs})"
             ) from None
+        if isinstance(error, HeaderMissing):  # a trial's data.columns is no help here: the file's header is
+            raise DataError(
+                f"{error.path}:{error.line}: no header row with known column names; start the file with one "
+                f"naming the columns this {task_name} model reads: {_header_hint(family)}"
+            ) from None
         read_as = detect_format(path, "tagging") if format == "auto" else format
         if family == "tagging" and read_as == "conll":
             raise DataError(f"{error} (read as CoNLL, a word and its tag per line; {LINES_HINT})") from None
@@ -60,6 +65,17 @@ def read_input(
 
 
 LINES_HINT = "a file of one sentence per line is --format lines"
+
+
+def _header_hint(family: str) -> str:
+    """The header a file for a `family` model needs: its input columns, each with its common other name."""
+    named = [
+        f"{column} (or {others[0]})" if (others := KNOWN_COLUMNS[family][column][1:]) else column
+        for column in INPUT_COLUMNS[family]
+    ]
+    if family == "pairs":  # a second sentence is optional: sentence classification has none
+        named.append("text_b (or sentence2) for a pair's second sentence")
+    return ", ".join(named)
 
 
 def _sentences(path: Path, family: str, task_name: str) -> pd.DataFrame:

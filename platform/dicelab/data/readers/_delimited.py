@@ -28,6 +28,15 @@ MRPC_LAYOUT: dict[str, ColumnKey] = {"label": 0, "text_a": 3, "text_b": 4}
 ID_COLUMNS = {"id", "qid1", "qid2", "index", "idx", "#1 id", "#2 id"}
 
 
+class HeaderMissing(DataError):
+    """A file whose first row names no known column and has no known headerless layout: what to do about it
+    depends on who reads it (a trial config's `data.columns`, a header row for `dicelab predict`)."""
+
+    def __init__(self, path: Path, line: int, advice: str) -> None:
+        self.path, self.line = path, line
+        super().__init__(f"{path}:{line}: no header row with known column names {advice}")
+
+
 def read_delimited(
     path: Path, delimiter: str, family: Family, columns: Mapping[str, ColumnKey]
 ) -> tuple[pd.DataFrame, Mapping[str, ColumnKey]]:
@@ -90,7 +99,9 @@ def _headerless_layout(first: Row, path: Path) -> dict[str, ColumnKey]:
         return QQP_LAYOUT
     if len(fields) == 5 and fields[0] in ("0", "1") and fields[1].isdigit() and fields[2].isdigit():
         return MRPC_LAYOUT
-    raise DataError(
-        f"{path}:{line}: no header row with known column names (e.g. sentence1, sentence2, label); "
-        "name the columns in data.columns (0-based indices for a file without header)"
+    raise HeaderMissing(
+        path,
+        line,
+        "(e.g. sentence1, sentence2, label); name the columns in data.columns (0-based indices for a file "
+        "without header)",
     )
