@@ -25,6 +25,22 @@ def test_plot_writes_the_figure(tmp_path, monkeypatch, capsys) -> None:
     assert sorted(p.name for p in out.iterdir()) == [FIGURE_NAME]  # no temporary file left behind
 
 
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("afile", "--out {tmp}/afile: is a file (give a directory for the figure)"),
+        ("afile/figures", "--out {tmp}/afile/figures: cannot write the figure there (Not a directory)"),
+    ],
+)
+def test_an_out_that_cannot_hold_the_figure_is_one_line_exit_2(out, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", sys.argv[:1])
+    (tmp_path / "afile").write_text("")
+    assert main(["losses", "plot", "--out", str(tmp_path / out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [f"dicelab losses: error: {message.format(tmp=tmp_path)}"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile"]
+
+
 def test_plot_needs_an_action(monkeypatch) -> None:
     monkeypatch.setattr(sys, "argv", sys.argv[:1])
     with pytest.raises(SystemExit):

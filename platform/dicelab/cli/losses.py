@@ -23,10 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dicelab.errors import DataError
     from dicelab.losses._plot import plot_loss_curves
 
-    path = plot_loss_curves(
-        args.out, focal_gamma=args.focal_gamma, dsc_alpha=args.dsc_alpha, smooth=args.smooth
-    )
+    if args.out.exists() and not args.out.is_dir():
+        raise DataError(f"--out {args.out}: is a file (give a directory for the figure)")
+    try:
+        path = plot_loss_curves(
+            args.out, focal_gamma=args.focal_gamma, dsc_alpha=args.dsc_alpha, smooth=args.smooth
+        )
+    except OSError as error:  # a folder that cannot be made or written: the argument's fault, said so
+        raise DataError(
+            f"--out {args.out}: cannot write the figure there ({error.strerror or error})"
+        ) from None
     print(path)
     return 0
