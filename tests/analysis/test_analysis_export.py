@@ -89,6 +89,15 @@ def test_bad_input_is_one_line_exit_2_and_no_file(tracking_uri, sweep_log, tmp_p
     assert not out.exists() and not list(Path(tmp_path).glob(".best.yaml.*"))
 
 
+def test_an_out_that_cannot_be_written_is_one_line_exit_2(tracking_uri, sweep_log, tmp_path, capsys):
+    three_losses(sweep_log)
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "best.yaml"
+    assert main(["export", "--experiment", "exp", "--tracking-uri", tracking_uri, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [f"dicelab export: error: {out}: cannot write there (Not a directory)"]
+
+
 def test_no_store_is_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "best.yaml"
     uri = f"sqlite:///{tmp_path / 'missing' / 'mlflow.db'}"

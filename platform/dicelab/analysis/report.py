@@ -16,6 +16,7 @@ from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
+from dicelab.errors import DicelabError
 from dicelab.garbage import fewer_collections
 
 
@@ -45,8 +46,11 @@ def build_report(
     out = Path(out_dir) if out_dir is not None else default_report_dir(runs.experiments[0])
     out = out.resolve()
     check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as error:  # found before any work: the place, not the analysis, is wrong
+        raise DicelabError(f"{out}: cannot write the report there ({error.strerror or error})") from None
     try:
         ctx = ReportContext(runs, options, staging)
         try:

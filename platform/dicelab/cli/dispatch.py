@@ -20,6 +20,7 @@ import sys
 import dicelab
 from dicelab import garbage
 from dicelab.errors import DicelabError
+from dicelab.files import OutputError
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     except DicelabError as error:
         print(f"dicelab {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code
+    except OutputError as error:  # where the output was asked for: the user's to change
+        print(f"dicelab {args.command}: error: {error.strerror}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"dicelab {args.command}: interrupted", file=sys.stderr)
         return 130
