@@ -148,12 +148,13 @@ def test_cli_writes_the_report_and_prints_where(sweep, module_tracking_uri, tmp_
 
 def test_cli_out_where_no_folder_can_be_made_is_one_line(sweep, module_tracking_uri, tmp_path, capsys):
     (tmp_path / "afile").write_text("")
-    out = tmp_path / "afile" / "sub" / "report"
-    code = main(["analyze", "--experiment", "quickstart", "--tracking-uri", module_tracking_uri,
-                 "--out", str(out), "--no-log"])  # fmt: skip
-    error = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert error == [f"dicelab analyze: error: {out}: cannot write the report there (Not a directory)"]
+    for out in (tmp_path / "afile" / "report", tmp_path / "afile" / "sub" / "report"):
+        code = main(["analyze", "--experiment", "quickstart", "--tracking-uri", module_tracking_uri,
+                     "--out", str(out), "--no-log"])  # fmt: skip
+        error = capsys.readouterr().err.strip().splitlines()
+        assert code == 2
+        assert error == [f"dicelab analyze: error: {out}: cannot write the report there (Not a directory)"]
+    assert [path.name for path in tmp_path.iterdir()] == ["afile"]
 
 
 def test_cli_unknown_experiment_is_a_one_line_error(sweep, module_tracking_uri, capsys):

@@ -50,7 +50,8 @@ def build_report(
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as error:  # found before any work: the place, not the analysis, is wrong
-        raise DicelabError(f"{out}: cannot write the report there ({error.strerror or error})") from None
+        reason = "Not a directory" if isinstance(error, FileExistsError) else error.strerror or error
+        raise DicelabError(f"{out}: cannot write the report there ({reason})") from None
     try:
         ctx = ReportContext(runs, options, staging)
         try:
