@@ -53,7 +53,7 @@ def read_input(
                 f"{path}: holds {other} data ({FAMILY_DATA[other]}), but the model is a {task_name} model, "
                 f"which predicts on {family} data ({needs})"
             ) from None
-        if isinstance(error, HeaderMissing):  # a trial's data.columns is no help here: the file's header is
+        if isinstance(error, HeaderMissing):  # no config to set data.columns in: a header row
             raise DataError(
                 f"{error.path}:{error.line}: no header row with known column names; start the file with one "
                 f"naming the columns this {task_name} model reads: {_header_hint(family)}"
