@@ -148,6 +148,22 @@ def test_missing_file_and_existing_output(
     assert dicelab("resample", source, "--variant", "original", "--out", tmp_path / "o", "--overwrite") == 0
 
 
+def test_an_out_that_cannot_be_written_is_one_line_and_leaves_nothing(
+    dicelab: Callable[..., int],
+    pairs: pd.DataFrame,
+    write_qqp_tsv: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = write_qqp_tsv(pairs, tmp_path / "train.tsv")
+    (tmp_path / "afile").write_text("")
+    for out in (tmp_path / "afile" / "o", tmp_path / "afile" / "sub" / "o"):
+        assert dicelab("resample", source, "--variant", "original", "--out", out) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert error == [f"dicelab resample: error: {out}: cannot write the variant there (Not a directory)"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["afile", "train.tsv"]
+
+
 def test_exit_code_2_from_the_installed_command(tmp_path: Path) -> None:
     bad = tmp_path / "bad.tsv"
     bad.write_text("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\tWhy?\tHow?\t0\n")

@@ -33,7 +33,11 @@ def write_variant(result: ResampleResult, out_dir: str | Path, *, overwrite: boo
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
         raise ConfigError(f"{out_dir}: output directory exists (choose another --out, or --overwrite)")
-    staging = _stage(result, out_dir)
+    try:
+        staging = _stage(result, out_dir)
+    except OSError as error:  # the place asked for, not the resampling: its folder, permissions, space
+        reason = "Not a directory" if isinstance(error, FileExistsError) else error.strerror or error
+        raise DataError(f"{out_dir}: cannot write the variant there ({reason})") from None
     try:
         if out_dir.exists():
             _replace(staging, out_dir)
