@@ -19,8 +19,6 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except FileExistsError:  # the folder's name is taken by a file: mkdir's own words would be "File exists"
-        raise _unwritable(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))) from None
     except OSError as error:
         raise _unwritable(path, error) from None
     try:
@@ -34,5 +32,14 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def unwritable_reason(error: OSError) -> str:
+    """Why a folder could not be made or written into, in the user's terms: a folder whose name a file
+    already has is "Not a directory" (mkdir's own words, "File exists", suggest the folder is there)."""
+    if isinstance(error, FileExistsError):
+        return os.strerror(errno.ENOTDIR)
+    return error.strerror or str(error)
+
+
 def _unwritable(path: Path, error: OSError) -> OutputError:
-    return OutputError(error.errno, f"{path}: cannot write there ({error.strerror or error})")
+    code = errno.ENOTDIR if isinstance(error, FileExistsError) else error.errno
+    return OutputError(code, f"{path}: cannot write there ({unwritable_reason(error)})")

@@ -17,6 +17,7 @@ from dicelab.analysis.publishing import check_replaceable, default_report_dir, l
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
 from dicelab.errors import DicelabError
+from dicelab.files import unwritable_reason
 from dicelab.garbage import fewer_collections
 
 
@@ -50,8 +51,7 @@ def build_report(
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as error:  # found before any work: the place, not the analysis, is wrong
-        reason = "Not a directory" if isinstance(error, FileExistsError) else error.strerror or error
-        raise DicelabError(f"{out}: cannot write the report there ({reason})") from None
+        raise DicelabError(f"{out}: cannot write the report there ({unwritable_reason(error)})") from None
     try:
         ctx = ReportContext(runs, options, staging)
         try:

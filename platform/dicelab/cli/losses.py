@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dicelab.errors import DataError
+    from dicelab.files import unwritable_reason
     from dicelab.losses._plot import plot_loss_curves
 
     if args.out.exists() and not args.out.is_dir():
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except OSError as error:  # a folder that cannot be made or written: the argument's fault, said so
         raise DataError(
-            f"--out {args.out}: cannot write the figure there ({error.strerror or error})"
+            f"--out {args.out}: cannot write the figure there ({unwritable_reason(error)})"
         ) from None
     print(path)
     return 0

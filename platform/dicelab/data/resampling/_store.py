@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from dicelab.config.schema import VariantOptions
 from dicelab.data.resampling._resample import ResampleResult, execute, plan_resample
 from dicelab.errors import ConfigError, DataError
+from dicelab.files import unwritable_reason
 
 VARIANT_FILE = "train.parquet"
 MANIFEST_FILE = "manifest.json"
@@ -36,8 +37,7 @@ def write_variant(result: ResampleResult, out_dir: str | Path, *, overwrite: boo
     try:
         staging = _stage(result, out_dir)
     except OSError as error:  # the place asked for, not the resampling: its folder, permissions, space
-        reason = "Not a directory" if isinstance(error, FileExistsError) else error.strerror or error
-        raise DataError(f"{out_dir}: cannot write the variant there ({reason})") from None
+        raise DataError(f"{out_dir}: cannot write the variant there ({unwritable_reason(error)})") from None
     try:
         if out_dir.exists():
             _replace(staging, out_dir)
