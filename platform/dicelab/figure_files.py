@@ -253,6 +253,8 @@ def _serve() -> None:
 if __name__ == "__main__":
     _serve()
     # Every answer is flushed: the report's process waits for this one's end at its exit (Drawer.stop),
-    # and Python's teardown of matplotlib's objects here would only add to that wait.
+    # and Python's teardown of matplotlib's objects here would only add to that wait. What was printed
+    # (sys.stdout writes to stderr's file here) is flushed first, as that teardown would have.
+    sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
