@@ -3,9 +3,13 @@ the scheduler stops cannot end their own MLflow runs, so the driver does, as ear
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import signal
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -17,6 +21,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 # The interrupted sweep's trials: long enough to be running when Ctrl-C comes (it comes after a trial's first
 # evaluation), short enough that the resume costs little.
 INTERRUPTED_EPOCHS = 16
+
+# A running trial's evaluations, read from the SQLite store's tables: a look through MlflowClient takes
+# seconds on a loaded machine, long enough for the trial to train to its end before Ctrl-C comes.
+_RUNNING_EVALUATIONS = """
+    SELECT COUNT(*) FROM metrics JOIN runs ON metrics.run_uuid = runs.run_uuid
+    JOIN experiments ON runs.experiment_id = experiments.experiment_id
+    WHERE experiments.name = ? AND runs.status = 'RUNNING' AND metrics.key = 'dev_f1'"""
+
+
+def running_evaluations(database: Path, experiment: str) -> int:
+    """dev_f1 points of the experiment's running runs; 0 while the store or its tables do not exist yet."""
+    if not database.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1)) as db:
+            return int(db.execute(_RUNNING_EVALUATIONS, (experiment,)).fetchone()[0])
+    except sqlite3.OperationalError:  # no tables yet, or the driver holds a write lock
+        return 0
 
 
 @pytest.fixture(scope="module")
@@ -84,18 +106,15 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
         {"space": {"loss.name": {"grid": ["ce", "dice"]}}, "max_concurrent": 1},
         train={"epochs": INTERRUPTED_EPOCHS},
     )
-    uri = f"sqlite:///{tmp_path / '.dicelab' / 'mlflow.db'}"
+    database = tmp_path / ".dicelab" / "mlflow.db"
+    uri = f"sqlite:///{database}"
     client = MlflowClient(uri)
-
-    def evaluated_trial():
-        _, trials = sweep_tools.sweep_runs(uri, "it-interrupt")
-        running = [run for run in trials if run.info.status == "RUNNING"]
-        return [run for run in running if client.get_metric_history(run.info.run_id, "dev_f1")]
 
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
         first = "a running trial's first evaluation"
-        sweep_tools.wait_until(evaluated_trial, 300, first, driver, every_s=1.5)
+        look = functools.partial(running_evaluations, database, "it-interrupt")
+        sweep_tools.wait_until(look, 300, first, driver, every_s=0.2)
         os.kill(driver.popen.pid, signal.SIGINT)  # Ctrl-C in the driver's terminal
         assert driver.popen.wait(timeout=120) == 130, driver.log.read_text()[-3000:]
     finally:
@@ -106,7 +125,8 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
     assert [parent.info.status for parent in parents] == ["KILLED"]
     assert trials and all(run.info.status != "RUNNING" for run in trials)  # nothing left looking alive
     killed = [run for run in trials if run.info.status == "KILLED"]
-    assert killed and all("--resume" in run.data.tags[names.REASON] for run in killed)
+    ended = [(run.info.run_name, run.info.status, run.data.tags.get(names.OUTCOME)) for run in trials]
+    assert killed and all("--resume" in run.data.tags[names.REASON] for run in killed), ended
 
     started = time.monotonic()
     resumed = sweep_tools.run(["sweep", str(config), "--resume"], tmp_path, 500)
