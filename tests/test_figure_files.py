@@ -1,7 +1,7 @@
-"""Figures written in the drawing process (`python -m dicelab.figure_files`) are the PNGs drawn here, byte
-for byte; a drawing error is raised naming the file once the others are written; a drawing process that dies
-leaves its figures to this process; a second writer at the same time draws its own; and a user's script
-without a `__main__` guard is not run again by the drawing process's start."""
+"""Figures written in the drawing process (a forked child, or `python -m dicelab.figure_files`) are the
+PNGs drawn here, byte for byte; a drawing error is raised naming the file once the others are written; a
+drawing process that dies leaves its figures to this process; a second writer at the same time draws its
+own; and a user's script without a `__main__` guard is not run again by the drawing process's start."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from dicelab import figure_files
+from dicelab import figure_files, forking
 from dicelab.figure_files import FigureWriter, write_png
 
 DPI = 40  # small PNGs: the bytes are compared, not looked at
@@ -34,10 +34,14 @@ def own_drawer():
     figure_files._drawer_failed = False
 
 
-@pytest.fixture
-def two_cores(monkeypatch):
-    """A drawing process is started whatever cores this machine has (it is skipped on one core)."""
+@pytest.fixture(params=["forked", "process"])
+def two_cores(request, monkeypatch):
+    """A drawing process is started whatever cores this machine has (it is skipped on one core): a child
+    forked from this one, or a process of its own (where forking is not safe, as in this test's process,
+    which runs pytest-xdist's threads: the forked child here only draws and answers)."""
     monkeypatch.setattr(figure_files, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(forking, "can_fork", lambda: request.param == "forked")
+    return request.param
 
 
 def _figure(seed: int) -> Figure:
@@ -102,8 +106,12 @@ def test_a_drawing_process_that_dies_leaves_its_figures_to_this_one(tmp_path, tw
     writer.save(_figure(0), tmp_path / "0.png")
     drawer = figure_files._drawer
     assert drawer is not None
-    os.kill(drawer.process.pid, signal.SIGKILL)
-    drawer.process.wait(timeout=30)
+    assert (drawer.process is None) == (two_cores == "forked")
+    os.kill(drawer.pid, signal.SIGKILL)
+    if drawer.process is not None:
+        drawer.process.wait(timeout=30)
+    else:
+        os.waitpid(drawer.pid, 0)  # reaped here: the drawer's stop finds it gone
     for seed in (1, 2):  # submitted to a dead process: written here, now or in wait()
         writer.save(_figure(seed), tmp_path / f"{seed}.png")
     writer.wait()
@@ -149,7 +157,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
             f"""
             from pathlib import Path
             from matplotlib.figure import Figure
-            from dicelab import figure_files
+            from dicelab import figure_files, forking
             figure_files._usable_cores = lambda: 2
             print("script ran", flush=True)
             writer = figure_files.FigureWriter(100)

@@ -93,10 +93,13 @@ class _Figures:
 
 
 class _NoFigures:
-    """Stands in for ReportContext: a report that fails in `compose` drains its figures."""
+    """Stands in for ReportContext: a report that fails in `compose` drains its figures and closes it."""
 
     def __init__(self) -> None:
         self.figures = _Figures()
+
+    def close(self) -> None:
+        pass
 
 
 def _in_a_fresh_process(code: str) -> str:

@@ -17,19 +17,24 @@ import contextlib
 import logging
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from dicelab import forking
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 logger = logging.getLogger(__name__)
 
+STOP_TIMEOUT_S = 10  # a drawing process still busy this long after its input ended is killed
 _HEADER = struct.Struct("!Q")  # each message: its length, then a pickle
 _lock = threading.Lock()
 _drawer: Drawer | None = None
@@ -71,41 +76,81 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 class Drawer:
-    """The drawing process (`python -m dicelab.figure_files`): it reads (pickled figure, path, dpi) messages
-    on its stdin and answers each, in order, with None or the one-line error that drawing it raised.
+    """The drawing process: it reads (pickled figure, path, dpi) messages and answers each, in order, with
+    None or the one-line error that drawing it raised.
 
-    A process of its own rather than `multiprocessing`: spawn and forkserver run the caller's main script
-    again in the child, which a user's script without a `__main__` guard does not survive."""
+    A child forked from this process where that is safe (`dicelab.forking`): it has matplotlib imported
+    already. Elsewhere a process of its own (`python -m dicelab.figure_files`, over its stdin and stdout)
+    rather than `multiprocessing`: spawn and forkserver run the caller's main script again in the child,
+    which a user's script without a `__main__` guard does not survive."""
 
     def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "dicelab.figure_files"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "MPLBACKEND": "Agg"},
-        )
         self._writing = threading.Lock()
         self.claim = threading.Lock()  # held by the FigureWriter using this process (see FigureWriter)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.pid: int
+        self.requests: IO[bytes]
+        self.answers: IO[bytes]
+        if forking.can_fork():
+            self._fork()
+        else:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "dicelab.figure_files"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "MPLBACKEND": "Agg"},
+            )
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.pid, self.requests, self.answers = self.process.pid, self.process.stdin, self.process.stdout
+
+    def _fork(self) -> None:
+        requests_in, requests_out = os.pipe()
+        answers_in, answers_out = os.pipe()
+
+        def child() -> None:
+            os.close(requests_out)  # else its own copy would keep the requests from ever ending
+            os.close(answers_in)
+            with open(requests_in, "rb") as requests, open(answers_out, "wb") as answers:
+                _serve(requests, answers)
+
+        self.pid = forking.fork(child)
+        os.close(requests_in)
+        os.close(answers_out)
+        self.requests, self.answers = open(requests_out, "wb"), open(answers_in, "rb")  # noqa: SIM115
 
     def submit(self, pickled: bytes, path: Path, dpi: int) -> None:
-        assert self.process.stdin is not None
         with self._writing:
-            _send(self.process.stdin, (pickled, str(path), dpi))
+            _send(self.requests, (pickled, str(path), dpi))
 
     def answer(self) -> str | None:
-        assert self.process.stdout is not None
-        return _receive(self.process.stdout)
+        return _receive(self.answers)
 
     def stop(self) -> None:
-        if self.process.stdin is not None:
-            # the drawing process ends at the end of its input; a dead one's pipe may refuse what is left
-            with contextlib.suppress(OSError):
-                self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        # the drawing process ends at the end of its input; a dead one's pipe may refuse what is left
+        with contextlib.suppress(OSError):
+            self.requests.close()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        else:
+            _wait_or_kill(self.pid, STOP_TIMEOUT_S)
+        self.answers.close()
+
+
+def _wait_or_kill(pid: int, timeout_s: float) -> None:
+    """Reap the forked drawing process, killing it if it has not ended within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(ChildProcessError):  # reaped already (a SIGCHLD handler, say)
+        while time.monotonic() < deadline:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                return
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def _usable_cores() -> int:
@@ -220,21 +265,19 @@ class FigureWriter:
         self._pending = []
 
 
-def _serve() -> None:
-    """The drawing process: answer each message of stdin, in order, until stdin ends."""
+def _serve(requests_stream: IO[bytes], answers: IO[bytes]) -> None:
+    """The drawing process: answer each message of `requests_stream`, in order, until it ends."""
     import queue
 
     import matplotlib
 
     matplotlib.use("Agg")
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
     requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     def read() -> None:  # reads ahead, so that the caller's writes never wait for a drawing
         while True:
             try:
-                requests.put(_receive(sys.stdin.buffer))
+                requests.put(_receive(requests_stream))
             except EOFError:
                 requests.put(None)
                 return
@@ -251,7 +294,9 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    _answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the answers
+    _serve(sys.stdin.buffer, _answers)
     # Every answer is flushed: the report's process waits for this one's end at its exit (Drawer.stop),
     # and Python's teardown of matplotlib's objects here would only add to that wait. What was printed
     # (sys.stdout writes to stderr's file here) is flushed first, as that teardown would have.

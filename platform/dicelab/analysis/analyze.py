@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
 
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import Report, build_report
@@ -76,7 +78,9 @@ def analyze_experiment(
         detect=detect,
         test=test or race_test(runs) or "permutation",  # type: ignore[arg-type]
     )
-    spinner = console.status("writing the report", spinner="dots") if interactive else None
-    with spinner or contextlib.nullcontext():
+    # A still spinner: `console.status` animates from a thread of its own, and with a second thread running
+    # the report computes its importance and draws its figures without forked children (dicelab.forking).
+    spinner = Live(Spinner("dots", "writing the report"), console=console, transient=True, auto_refresh=False)
+    with spinner if interactive else contextlib.nullcontext():
         report = build_report(runs, out, options, log_to_mlflow=log_to_mlflow)
     return runs, report

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,11 @@ from dicelab.analysis.race import RaceRecord, race_records
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.sensitivity import CurveLine, curve_lines, curves_from_lines
 from dicelab.figure_files import FigureWriter
+from dicelab.forking import Forked
+
+# From this many trials on, a forked child computes the importance beside the other tables
+# (`dicelab.forking`); below it the importance takes a fraction of a second, not worth a fork.
+FORK_IMPORTANCE_FROM = 200
 
 
 @dataclass
@@ -34,10 +38,15 @@ class ReportContext:
     races: list[RaceRecord] = field(init=False)
     # figures are drawn beside the sections that follow them; build_report waits for them before the HTML
     figures: FigureWriter = field(init=False)
+    _importance: Forked[Importance] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.figures = FigureWriter(plots.DPI)
         self.obs = observations(self.runs, self.options)
+        # forked before the drawing process starts (at the first figure), so that the child holds none of its
+        # pipes; computed here instead where forking is not safe (`forking.can_fork`)
+        fork = len(self.obs) >= FORK_IMPORTANCE_FROM
+        self._importance = Forked(importance_from_observations, self.obs, self.runs, fork=fork)
         self.lines = list(curve_lines(self.obs, self.runs))
         # the arenas' configurations, found once for the curves' baselines and the decision
         finder = BaselineFinder(self.obs, self.runs.param_columns, self.options)
@@ -46,11 +55,16 @@ class ReportContext:
         self.decisions = decisions_from_observations(self.obs, self.runs, self.options, finder)
         self.races = race_records(self.runs)
 
-    @functools.cached_property
+    @property
     def importance(self) -> Importance:
-        """Computed on first use (about a quarter of a report's CPU at 1,000 trials): `compose` asks for it
-        once the other figures are queued, so that the drawing process draws them meanwhile."""
-        return importance_from_observations(self.obs, self.runs)
+        """About a third of a report's analysis at 1,000 trials: a forked child computes it from the start
+        where it can, else it is computed here on first use. `compose` asks for it once the other figures are
+        queued, so that the drawing process draws them meanwhile."""
+        return self._importance.result()
+
+    def close(self) -> None:
+        """Stop the importance's child if the report ended without reading it."""
+        self._importance.close()
 
     @property
     def several(self) -> bool:

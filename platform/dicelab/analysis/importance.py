@@ -6,22 +6,20 @@ import contextlib
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import optuna
 import pandas as pd
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
-from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator, get_param_importances
 
 from dicelab.analysis.design import swept_params
 from dicelab.analysis.observations import LOSS, SEED, TASK, VARIANT, AnalysisOptions, observations
 from dicelab.analysis.runs import RunSet
+
+# Optuna (with scikit-learn, for fANOVA's forest) is imported where it is used: a report computes its
+# importance in a forked child (`ReportContext`), which then imports it off the report's own path.
+if TYPE_CHECKING:
+    import optuna
+    from optuna.distributions import BaseDistribution
 
 MIN_TRIALS = 6  # below this, any importance is noise
 MAX_TRIALS = 1000  # fANOVA's trees grow with the trials; a fixed-seed sample keeps a scope to seconds
@@ -74,6 +72,8 @@ def importance_from_observations(obs: pd.DataFrame, runs: RunSet) -> Importance:
                 )
                 trials = trials.sample(MAX_TRIALS, random_state=0)
             study = _study(trials, params)
+            from optuna.importance import get_param_importances
+
             for name, evaluator in _evaluators(len(trials)):
                 try:
                     with _quiet_optuna():
@@ -115,6 +115,8 @@ def _scopes(usable: pd.DataFrame, runs: RunSet) -> Iterator[tuple[str, pd.DataFr
 
 
 def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportanceEvaluator]]:
+    from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
+
     # PED-ANOVA contrasts the top quantile with all trials; keep at least 3 trials in the top.
     quantile = min(0.5, max(0.1, 3 / n_trials))
     return [
@@ -124,6 +126,8 @@ def _evaluators(n_trials: int) -> list[tuple[str, optuna.importance.BaseImportan
 
 
 def _study(trials: pd.DataFrame, params: list[str]) -> optuna.Study:
+    import optuna
+
     distributions = {param: _distribution(trials[param]) for param in params}
     with _quiet_optuna():
         study = optuna.create_study(direction="maximize")
@@ -139,6 +143,8 @@ def _study(trials: pd.DataFrame, params: list[str]) -> optuna.Study:
 
 
 def _distribution(values: pd.Series) -> BaseDistribution:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
     if not pd.api.types.is_numeric_dtype(values):
         return CategoricalDistribution(sorted(values.astype(str).unique()))
     low, high = float(values.min()), float(values.max())
@@ -149,6 +155,8 @@ def _distribution(values: pd.Series) -> BaseDistribution:
 
 
 def _param_value(value: Any, distribution: BaseDistribution) -> Any:
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
     if isinstance(distribution, CategoricalDistribution):
         return str(value)
     if isinstance(distribution, IntDistribution):
@@ -159,6 +167,8 @@ def _param_value(value: Any, distribution: BaseDistribution) -> Any:
 @contextlib.contextmanager
 def _quiet_optuna() -> Iterator[None]:
     """Silence Optuna's info logs and experimental-feature warnings inside analysis."""
+    import optuna
+
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:

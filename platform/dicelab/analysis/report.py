@@ -61,6 +61,8 @@ def build_report(
         except BaseException:
             ctx.figures.drain()  # nothing may still write into the folder removed below
             raise
+        finally:
+            ctx.close()
         (staging / "report.md").write_text(document.to_markdown(staging), encoding="utf-8")
         (staging / "report.html").write_text(document.to_html(), encoding="utf-8")
         replace_dir(staging, out)
