@@ -7,6 +7,9 @@ false here); it only computes and answers."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pandas as pd
 import pytest
@@ -71,3 +74,32 @@ def test_a_report_that_fails_stops_the_child(runs, forkable, monkeypatch, tmp_pa
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped by the report
     assert not (tmp_path / "report").exists()
+
+
+def test_an_analysis_in_a_terminal_still_forks(runs, module_tracking_uri, tmp_path):
+    """The loading bar's refresh thread has ended, and the report's spinner runs none, when the report
+    forks: in a single-threaded process every fork is taken."""
+    script = textwrap.dedent(
+        f"""
+        import io
+        from rich.console import Console
+        from dicelab import forking
+        from dicelab.analysis import context
+        from dicelab.analysis.analyze import analyze_experiment
+
+        context.FORK_IMPORTANCE_FROM = 0
+        answers = []
+        can_fork = forking.can_fork
+        forking.can_fork = lambda: answers.append(can_fork()) or answers[-1]
+        console = Console(file=io.StringIO(), force_terminal=True)
+        assert console.is_terminal
+        analyze_experiment(
+            "importance", {module_tracking_uri!r}, out={str(tmp_path / "report")!r}, log_to_mlflow=False,
+            console=console,
+        )
+        print(answers)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[True, True]"  # the importance's child, then the drawing one
