@@ -1,13 +1,14 @@
 """Writing matplotlib figures as PNG files, here or in a drawing process beside this one.
 
-Drawing is about half of a report's CPU time (12 figures at 1,000 trials: ~4.5 of ~9.5 CPU-seconds). A
-`FigureWriter` hands each figure, pickled, to one process of its own that draws and writes it, while this
-process goes on computing the next sections; `wait()` returns once every file is written. On one core, or
-when the drawing process cannot start or dies, figures are drawn here instead: the same function either
-way, so the pixels are the same.
+Drawing is a large part of a report's CPU time (its 12 figures at 1,000 trials). A `FigureWriter` hands
+each figure, pickled, to one drawing process that draws and writes it, while this process goes on computing
+the next sections; `wait()` returns once every file is written. The drawing process is a child forked from
+this one where that is safe (`dicelab.forking`: it has matplotlib imported already), else a process of its
+own. On one core, or when the drawing process cannot start or dies, figures are drawn here instead: the
+same function either way, so the pixels are the same.
 
-This module imports only matplotlib and numpy (on first use): the drawing process starts from it alone,
-without the analysis's MLflow, pandas or scipy.
+This module imports only matplotlib and numpy (on first use): a drawing process of its own starts from it
+alone, without the analysis's MLflow, pandas or scipy.
 """
 
 from __future__ import annotations
