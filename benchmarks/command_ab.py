@@ -9,6 +9,8 @@ benchmark with its last line (`CommandFailed`).
 
 from __future__ import annotations
 
+import argparse
+import json
 import resource
 import statistics
 import subprocess
@@ -33,6 +35,31 @@ def timed(code: str, command: list[str]) -> tuple[float, float]:
         raise CommandFailed(f"`dicelab {' '.join(command)}` failed (exit {done.returncode}): {last}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def arguments(
+    doc: str, command_help: str, *, required: bool
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """A benchmark's `--pairs N -- COMMAND...` (the parser too, for its own checks of the command)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=6, help="alternating runs of each way (default 6)")
+    parser.add_argument("command", nargs="+" if required else "*", help=command_help)
+    args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
+    return parser, args
+
+
+def print_comparison(script: str, ways: dict[str, str], command: list[str], pairs: int) -> int:
+    """`alternate`'s result as JSON on stdout, 0; a command that failed: one line naming `script` on stderr,
+    2."""
+    try:
+        result = alternate(ways, command, pairs)
+    except CommandFailed as failed:
+        print(f"{script}: {failed}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def alternate(ways: dict[str, str], command: list[str], pairs: int) -> dict[str, Any]:

@@ -12,12 +12,10 @@ command that fails stops the benchmark with its last line, exit code 2.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
-from command_ab import CommandFailed, alternate
+from command_ab import arguments, print_comparison
 
 WAYS = {
     "python's exit": "import sys; from dicelab.cli.dispatch import main; sys.exit(main())",
@@ -27,19 +25,8 @@ DEFAULT_COMMAND = ["validate", str(Path(__file__).resolve().parents[1] / "experi
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=6, help="alternating runs of each way (default 6)")
-    parser.add_argument("command", nargs="*", help="the dicelab command's arguments (after --)")
-    args = parser.parse_args()
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
-    try:
-        result = alternate(WAYS, args.command or DEFAULT_COMMAND, args.pairs)
-    except CommandFailed as failed:
-        print(f"command_exit.py: {failed}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=2))
-    return 0
+    _, args = arguments(__doc__, "the dicelab command's arguments (after --)", required=False)
+    return print_comparison("command_exit.py", WAYS, args.command or DEFAULT_COMMAND, args.pairs)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ benchmark with its last line, exit code 2.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-from command_ab import CommandFailed, alternate
+from command_ab import arguments, print_comparison
 
 RUN = "from dicelab.cli.dispatch import program; program()"
 NO_FORKS = "from dicelab import forking; forking.can_fork = lambda: False"
@@ -26,21 +24,10 @@ WAYS = {"no forks": f"{NO_FORKS}; {RUN}", "forked": RUN}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=6, help="alternating runs of each way (default 6)")
-    parser.add_argument("command", nargs="+", help="the `dicelab analyze` command's arguments (after --)")
-    args = parser.parse_args()
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
+    parser, args = arguments(__doc__, "the `dicelab analyze` command's arguments (after --)", required=True)
     if args.command[0] != "analyze":
         parser.error(f"the command must be `analyze ...`, got `{args.command[0]}`")
-    try:
-        result = alternate(WAYS, args.command, args.pairs)
-    except CommandFailed as failed:
-        print(f"report_forks.py: {failed}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=2))
-    return 0
+    return print_comparison("report_forks.py", WAYS, args.command, args.pairs)
 
 
 if __name__ == "__main__":
