@@ -128,8 +128,27 @@ def test_drain_returns_once_nothing_more_is_written(tmp_path, two_cores):
     sizes = [path.stat().st_size for path in paths]
     assert all(sizes)
     drawer = figure_files._drawer
+    if two_cores == "forked":  # ended with the report: it holds this process's memory as it was at the fork
+        assert drawer is None
+        return
     assert drawer is not None and drawer.claim.acquire(blocking=False)  # released for the next writer
     drawer.claim.release()
+
+
+def test_a_forked_drawing_process_ends_with_its_report_and_the_next_forks_anew(tmp_path, monkeypatch):
+    monkeypatch.setattr(forking, "can_fork", lambda: True)
+    pids = []
+    for report in range(2):
+        writer = FigureWriter(DPI)
+        writer.save(_figure(report), tmp_path / f"{report}.png")
+        drawer = figure_files._drawer
+        assert drawer is not None and drawer.forked
+        pids.append(drawer.pid)
+        writer.wait()
+        assert figure_files._drawer is None
+        with pytest.raises(ChildProcessError):
+            os.waitpid(drawer.pid, os.WNOHANG)  # ended and reaped
+    assert pids[0] != pids[1]
 
 
 def test_a_second_writer_meanwhile_draws_its_own(tmp_path, two_cores):

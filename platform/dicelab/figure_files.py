@@ -81,9 +81,10 @@ class Drawer:
     None or the one-line error that drawing it raised.
 
     A child forked from this process where that is safe (`dicelab.forking`): it has matplotlib imported
-    already. Elsewhere a process of its own (`python -m dicelab.figure_files`, over its stdin and stdout)
-    rather than `multiprocessing`: spawn and forkserver run the caller's main script again in the child,
-    which a user's script without a `__main__` guard does not survive."""
+    already, and it ends with the report that forked it. Elsewhere a process of its own (`python -m
+    dicelab.figure_files`, over its stdin and stdout), kept for later reports, rather than `multiprocessing`:
+    spawn and forkserver run the caller's main script again in the child, which a user's script without a
+    `__main__` guard does not survive."""
 
     def __init__(self) -> None:
         self._writing = threading.Lock()
@@ -118,6 +119,10 @@ class Drawer:
         os.close(requests_in)
         os.close(answers_out)
         self.requests, self.answers = open(requests_out, "wb"), open(answers_in, "rb")  # noqa: SIM115
+
+    @property
+    def forked(self) -> bool:
+        return self.process is None
 
     def submit(self, pickled: bytes, path: Path, dpi: int) -> None:
         with self._writing:
@@ -182,6 +187,16 @@ def _give_up_drawer() -> None:
         dead, _drawer, _drawer_failed = _drawer, None, True
     if dead is not None:
         dead.stop()
+
+
+def _stop_if_shared(drawer: Drawer) -> None:
+    global _drawer
+    with _lock:
+        shared = _drawer is drawer
+        if shared:
+            _drawer = None
+    if shared:
+        drawer.stop()
 
 
 def stop_drawer() -> None:
@@ -254,6 +269,10 @@ class FigureWriter:
         finally:
             self._pending = []
             if drawer is not None:
+                if drawer.forked:
+                    # Not kept for a later report: a forked child holds on to this process's memory as it was
+                    # at the fork, and forking another costs little.
+                    _stop_if_shared(drawer)
                 drawer.claim.release()
 
     def _draw_here(self, start: int) -> None:
