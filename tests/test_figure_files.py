@@ -39,7 +39,7 @@ def two_cores(request, monkeypatch):
     """A drawing process is started whatever cores this machine has (it is skipped on one core): a child
     forked from this one, or a process of its own (where forking is not safe, as in this test's process,
     which runs pytest-xdist's threads: the forked child here only draws and answers)."""
-    monkeypatch.setattr(figure_files, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(forking, "usable_cores", lambda: 2)
     monkeypatch.setattr(forking, "can_fork", lambda: request.param == "forked")
     return request.param
 
@@ -77,7 +77,7 @@ def test_figures_written_by_the_drawing_process_are_the_pngs_drawn_here(tmp_path
 
 
 def test_one_core_draws_here_and_starts_no_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(figure_files, "_usable_cores", lambda: 1)
+    monkeypatch.setattr(forking, "usable_cores", lambda: 1)
     writer = FigureWriter(DPI)
     path = writer.save(_figure(0), tmp_path / "a.png")
     assert path.stat().st_size > 0 and figure_files._drawer is None  # written before save returned
@@ -177,7 +177,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
             from pathlib import Path
             from matplotlib.figure import Figure
             from dicelab import figure_files, forking
-            figure_files._usable_cores = lambda: 2
+            forking.usable_cores = lambda: 2
             print("script ran", flush=True)
             writer = figure_files.FigureWriter(100)
             for index in range(2):

@@ -18,12 +18,10 @@ import contextlib
 import logging
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -142,28 +140,8 @@ class Drawer:
                 self.process.kill()
                 self.process.wait()
         else:
-            _wait_or_kill(self.pid, STOP_TIMEOUT_S)
+            forking.stop_child(self.pid, STOP_TIMEOUT_S)
         self.answers.close()
-
-
-def _wait_or_kill(pid: int, timeout_s: float) -> None:
-    """Reap the forked drawing process, killing it if it has not ended within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    with contextlib.suppress(ChildProcessError):  # reaped already (a SIGCHLD handler, say)
-        while time.monotonic() < deadline:
-            if os.waitpid(pid, os.WNOHANG) != (0, 0):
-                return
-            time.sleep(0.01)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _shared_drawer() -> Drawer | None:
@@ -171,7 +149,7 @@ def _shared_drawer() -> Drawer | None:
     about a CPU-second, is paid once); None where drawing here is the better choice."""
     global _drawer, _drawer_failed
     with _lock:
-        if _drawer is None and not _drawer_failed and _usable_cores() > 1:
+        if _drawer is None and not _drawer_failed and forking.usable_cores() > 1:
             try:
                 _drawer = Drawer()
                 atexit.register(stop_drawer)

@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -28,13 +29,17 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def can_fork() -> bool:
     """True where a forked child may work beside this process (see the module's docstring)."""
-    return (
-        sys.platform.startswith("linux")
-        and threading.active_count() == 1
-        and len(os.sched_getaffinity(0)) > 1
-    )
+    return sys.platform.startswith("linux") and threading.active_count() == 1 and usable_cores() > 1
 
 
 def fork(work: Callable[[], object]) -> int:
@@ -111,11 +116,22 @@ class Forked(Generic[T]):
         """Stop the child if its result was not read (an error elsewhere ended the work)."""
         if self._pipe is None or self._pid is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._pid, signal.SIGKILL)
         os.close(self._pipe)
         self._pipe = None
-        _reap(self._pid)
+        stop_child(self._pid, timeout_s=0)
+
+
+def stop_child(pid: int, timeout_s: float) -> None:
+    """Reap the forked child `pid`, killing it if it has not ended within `timeout_s` (0: at once)."""
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(ChildProcessError):  # reaped already (a SIGCHLD handler, say)
+        while time.monotonic() < deadline:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                return
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def _reap(pid: int) -> None:

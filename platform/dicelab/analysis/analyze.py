@@ -80,7 +80,11 @@ def analyze_experiment(
     )
     # A still spinner: `console.status` animates from a thread of its own, and with a second thread running
     # the report computes its importance and draws its figures without forked children (dicelab.forking).
-    spinner = Live(Spinner("dots", "writing the report"), console=console, transient=True, auto_refresh=False)
-    with spinner if interactive else contextlib.nullcontext():
+    spinner = (
+        Live(Spinner("dots", "writing the report"), console=console, transient=True, auto_refresh=False)
+        if interactive
+        else contextlib.nullcontext()
+    )
+    with spinner:
         report = build_report(runs, out, options, log_to_mlflow=log_to_mlflow)
     return runs, report
