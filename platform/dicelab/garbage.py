@@ -26,6 +26,8 @@ _lock = threading.Lock()
 _depth = 0  # analyses running now (threads, or an analysis inside another): the last one restores
 _saved: tuple[int, int, int] | None = None
 _frozen = False
+import os
+_PLAIN = bool(os.environ.get("DICELAB_AB_PLAIN"))  # A/B switch (benchmarks/ray_speedups_ab.py)
 
 
 def _raised(threshold: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -39,6 +41,9 @@ def fewer_collections() -> Iterator[None]:
     """Raise the collector's first threshold to FIRST_THRESHOLD for the block, then put back what was set.
     A threshold of 0 (collection switched off) or one already higher is kept as it is."""
     global _depth, _saved
+    if _PLAIN:
+        yield
+        return
     with _lock:
         if _depth == 0:
             _saved = gc.get_threshold()
@@ -66,6 +71,8 @@ def freeze_imported() -> None:
     before its first trial, when it holds the libraries and nothing of a trial yet (an object frozen is never
     collected, so a later call could keep a finished trial's cyclic garbage for good)."""
     global _frozen
+    if _PLAIN:
+        return
     with _lock:
         if not _frozen:
             gc.freeze()

@@ -82,6 +82,8 @@ def exit_without_teardown(code: int) -> NoReturn:
     The handlers keep their effect (loggers flushed, temp dirs removed, Ray and MLflow shut down, child
     processes joined). While a non-daemon thread runs, Python's own exit is taken: it joins the thread
     before the handlers, an order this shortcut would change."""
+    if os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
+        sys.exit(code)
     main_thread = threading.main_thread()
     if any(not thread.daemon and thread is not main_thread for thread in threading.enumerate()):
         sys.exit(code)

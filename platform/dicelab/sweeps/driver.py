@@ -125,6 +125,8 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         system = ray_adapter.node_system_config()
         if outline is not None:
             system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
+        if os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
+            system = {}
         trial_env.prepare_local_ray()
         _start_local_ray(system, quiet)
         session_dir = ray_adapter.session_dir()
@@ -499,7 +501,8 @@ def _fit(
         cpus_per_trial=plan.search.resources.cpu,
     )
     ray_adapter.quiet_tune_driver()  # the sweep's own view, Tune's state saves, JSON logs only
-    warm_workers.bare_trial_actors()
+    if not os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
+        warm_workers.bare_trial_actors()
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)
