@@ -217,42 +217,11 @@ def test_ui_refuses_a_missing_store_or_a_port_out_of_range_in_one_line(
     assert list(tmp_path.iterdir()) == []  # no empty store created
 
 
-# A process that ends through `exit_without_teardown`: a module-level object whose finaliser would run in
-# Python's teardown (it says so on stderr), an exit handler, output still in stdout's buffer (a pipe).
-EXIT_PROBE = """
-import atexit, sys, threading, time
-from dicelab.cli.dispatch import exit_without_teardown
-
-class Finalised:
-    def __del__(self):
-        sys.stderr.write("torn down\\n")
-
-kept = Finalised()
-atexit.register(lambda: sys.stderr.write("handler ran\\n"))
-sys.stdout.write("buffered, no newline")
-if sys.argv[1] == "thread":
-    def late():
-        time.sleep(0.5)
-        sys.stdout.write(" joined")
-    threading.Thread(target=late).start()
-exit_without_teardown(3)
-"""
-
-
-def test_the_program_ends_after_its_exit_handlers_without_pythons_teardown() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_PROBE, "plain"], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 3 and done.stdout == "buffered, no newline", done
-    assert "handler ran" in done.stderr and "torn down" not in done.stderr, done.stderr
-
-
-def test_a_running_thread_is_joined_by_pythons_own_exit() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_PROBE, "thread"], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 3 and done.stdout == "buffered, no newline joined", done
-    assert "handler ran" in done.stderr and "torn down" in done.stderr, done.stderr
+def test_the_program_exits_with_mains_code_through_pythons_exit(monkeypatch) -> None:
+    monkeypatch.setattr(dispatch, "main", lambda: 3)
+    with pytest.raises(SystemExit) as stop:
+        dispatch.program()
+    assert stop.value.code == 3
 
 
 def test_the_installed_command_and_python_m_end_through_the_program() -> None:

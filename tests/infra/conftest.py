@@ -24,7 +24,7 @@ class InfraFiles:
         self.pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
     def requirement(self, name: str) -> Requirement:
-        """The pyproject dependency on `name`; e.g. requirement("ray").specifier is ==2.60.0."""
+        """The pyproject dependency on `name`; e.g. requirement("ray").specifier is >=2.55,<2.61."""
         for line in self.pyproject["project"]["dependencies"]:
             req = Requirement(line)
             if req.name == name:
@@ -33,9 +33,17 @@ class InfraFiles:
 
     @property
     def ray_pin(self) -> str:
-        (spec,) = self.requirement("ray").specifier
-        assert spec.operator == "==", f"pyproject.toml must pin ray exactly, not {spec}"
-        return spec.version
+        """The Ray of dicelab's image (infra/docker/Dockerfile), which every infra file pins: one release
+        inside pyproject's range (a cluster runs one Ray version; the driver installs that one)."""
+        (arg,) = [
+            a
+            for k, a in self.dockerfile_instructions(INFRA_DIR / "docker" / "Dockerfile")
+            if k == "ARG" and a.startswith("RAY_VERSION=")
+        ]
+        version = arg.partition("=")[2]
+        spec = self.requirement("ray").specifier
+        assert spec.contains(version), f"the image's Ray {version} is outside pyproject.toml's {spec}"
+        return version
 
     @property
     def version(self) -> str:

@@ -1,6 +1,7 @@
-"""The Ray adapter's contract: one test per private Ray / Tune touch point of `dicelab.sweeps.ray_adapter`,
-each failing with a message naming the touch point when a Ray release changes it; that no other module touches
-Ray's internals; and the preflight's comparison and its one-line error. (Against a real cluster:
+"""The Ray adapter's contract: one test per Ray / Tune touch point of `dicelab.sweeps.ray_adapter`, each
+failing with a message naming the touch point when a Ray release changes it; each private path run both
+ways (as it is, and with the private name taken away: the fallback); that no other module touches Ray's
+internals; and the preflight's comparison and its one-line error. (Against a real cluster:
 tests/integration/test_sweep_cluster.py.) No Ray is started here."""
 
 from __future__ import annotations
@@ -45,38 +46,37 @@ def _ray_python_source(*packages: str) -> str:
 # -- a private local Ray ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "key", [*ray_adapter.node_system_config(), *ray_adapter.preload_system_config(["m"])]
-)
-def test_system_config_keys_are_known_to_ray(key):
-    # Ray validates _system_config at start against the RAY_CONFIG entries compiled into _raylet
-    contract(
-        f"_system_config key {key!r} (node_system_config / preload_system_config)",
-        _binary_has(RAY / "_raylet.so", key),
-        "The key is no longer in Ray's compiled config: a local sweep would fail at ray.init.",
-    )
+def test_the_token_default_warning_is_quieted_where_its_logger_exists(monkeypatch):
+    import logging
 
-
-def test_session_dir_of_the_global_node():
-    from ray._private import node, worker
-
-    contract(
-        "ray._private.worker._global_node.get_session_dir_path (session_dir)",
-        hasattr(worker, "_global_node") and callable(getattr(node.Node, "get_session_dir_path", None)),
-    )
-
-
-def test_local_cpus_counts_cgroup_limits():
-    cpus = ray_adapter.local_cpus()
-    contract("ray._private.utils.get_num_cpus (local_cpus)", isinstance(cpus, int) and cpus >= 1, f"{cpus!r}")
-
-
-def test_the_token_default_warning_logger_exists():
-    name = "ray._private.authentication.authentication_token_setup"
+    name = ray_adapter.TOKEN_SETUP_LOGGER
+    logger = logging.getLogger(name)
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
     spec = importlib.util.find_spec(name)
     contract(
         f"the {name} logger (quiet_token_default_warning)",
-        spec is not None and "_warn_token_auth_disabled" in Path(spec.origin or "").read_text(),
+        spec is not None and "_warn_token_auth_enabled" in Path(spec.origin or "").read_text(),
+    )
+    assert ray_adapter.quiet_token_default_warning() is True and logger.level == logging.ERROR
+
+    # a Ray without that module: nothing is set, Ray's warning shows
+    logger.setLevel(logging.NOTSET)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == name else real(n, *a))
+    assert ray_adapter.quiet_token_default_warning() is False and logger.level == logging.NOTSET
+
+
+def test_the_session_dir_is_in_what_ray_init_returns():
+    from types import SimpleNamespace
+
+    from ray._private.worker import RayContext
+
+    context = SimpleNamespace(address_info={"session_dir": "/tmp/ray/session_x", "node_id": "n"})
+    assert ray_adapter.session_dir(context) == Path("/tmp/ray/session_x")
+    contract(
+        "ray.init's RayContext.address_info['session_dir'] (session_dir)",
+        "self.address_info = address_info" in inspect.getsource(RayContext.__init__)
+        and '"session_dir"' in inspect.getsource(importlib.import_module("ray._private.node")),
     )
 
 
@@ -108,17 +108,6 @@ def test_the_job_config_variable():
 
 
 # -- Tune ---------------------------------------------------------------------------------------------------
-
-
-def test_tune_still_gives_trial_actors_pl_disable_fork():
-    from ray.tune.execution import class_cache
-
-    contract(
-        "ray.tune.execution.class_cache.DEFAULT_ENV_VARS['PL_DISABLE_FORK'] (bare_trial_actors)",
-        isinstance(class_cache.DEFAULT_ENV_VARS, dict)
-        and '"PL_DISABLE_FORK"' in Path(class_cache.__file__).read_text(),
-        "If Tune no longer sets it, bare_trial_actors can go; if it sets another one, drop that one too.",
-    )
 
 
 @pytest.mark.parametrize(
@@ -155,14 +144,21 @@ def test_a_trial_worker_reads_its_wait_for_the_last_trials_thread(monkeypatch):
     )
 
 
-def test_ray_train_storage_logger_exists():
+def test_checkpoint_logs_are_quieted_through_the_ray_train_logger():
+    import logging
+
     from ray.train._internal import storage
 
-    contract(
-        "the ray.train._internal.storage logger (quiet_checkpoint_logs)",
-        storage.__name__ == "ray.train._internal.storage"
-        and "getLogger(__name__)" in inspect.getsource(storage),
-    )
+    saved = logging.getLogger("ray.train").level
+    try:
+        ray_adapter.quiet_checkpoint_logs()
+        contract(
+            "Ray Train's storage logs under the ray.train logger (quiet_checkpoint_logs)",
+            storage.logger.name.startswith("ray.train.")
+            and storage.logger.getEffectiveLevel() >= logging.WARNING,
+        )
+    finally:
+        logging.getLogger("ray.train").setLevel(saved)
 
 
 def test_a_stop_inside_tune_report_is_system_exit_zero_which_ends_the_thread_cleanly():
@@ -180,7 +176,7 @@ def test_a_stop_inside_tune_report_is_system_exit_zero_which_ends_the_thread_cle
     )
 
 
-def test_a_trial_checkpoint_can_be_forgotten(tmp_path):
+def _trial_with_a_checkpoint(tmp_path):
     from ray.train import Checkpoint
     from ray.train._internal.session import _TrainingResult
     from ray.tune.experiment import Trial
@@ -192,12 +188,30 @@ def test_a_trial_checkpoint_can_be_forgotten(tmp_path):
     trial.run_metadata.checkpoint_manager.register_checkpoint(
         _TrainingResult(checkpoint=checkpoint, metrics={"training_iteration": 1})
     )
+    return trial
+
+
+def test_a_trial_checkpoint_can_be_forgotten(tmp_path):
+    trial = _trial_with_a_checkpoint(tmp_path)
     contract("Trial.checkpoint from run_metadata.checkpoint_manager", trial.checkpoint is not None)
-    ray_adapter.forget_checkpoint(trial)
+    assert ray_adapter.forget_checkpoint(trial) is True
     contract(
-        "ray.train._internal.checkpoint_manager._CheckpointManager(checkpoint_config) (forget_checkpoint)",
+        "Tune's checkpoint manager rebuilt from its class and checkpoint_config (forget_checkpoint)",
         trial.checkpoint is None,
     )
+
+
+def test_where_tunes_checkpoint_manager_changed_the_trial_keeps_its_checkpoint(tmp_path, monkeypatch, caplog):
+    trial = _trial_with_a_checkpoint(tmp_path)
+    manager = trial.run_metadata.checkpoint_manager
+
+    def changed(self, *args, **kwargs):  # a Tune release whose manager is built another way
+        raise TypeError("__init__() takes other arguments")
+
+    monkeypatch.setattr(type(manager), "__init__", changed)
+    assert ray_adapter.forget_checkpoint(trial) is False
+    assert trial.checkpoint is not None and trial.run_metadata.checkpoint_manager is manager
+    assert "lost checkpoint cannot be dropped" in caplog.text
 
 
 def test_tune_on_disk_layout():
@@ -237,9 +251,66 @@ def test_the_cluster_metadata_that_preflight_reads():
     )
     contract(
         "the dashboard's /api/v0/cluster_metadata and SubmissionClient._do_request (dashboard_versions)",
-        '"/api/v0/cluster_metadata"' in inspect.getsource(reporter_head)
+        f'"{ray_adapter.CLUSTER_METADATA_PATH}"' in inspect.getsource(reporter_head)
         and callable(getattr(SubmissionClient, "_do_request", None)),
     )
+
+
+def test_without_rays_gcs_client_the_preflight_leaves_the_check_to_ray_init(monkeypatch):
+    import ray._raylet
+
+    monkeypatch.delattr(ray._raylet, "GcsClient")
+    assert ray_adapter.cluster_versions("127.0.0.1:1") is None
+    ray_adapter.check_cluster("127.0.0.1:1")  # nothing to compare: no error, no connection tried
+
+
+def test_ray_inits_own_version_error_becomes_the_preflights_one_line(monkeypatch):
+    from ray._private.utils import check_version_info
+
+    monkeypatch.setenv("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "patch")
+    driver = ray_adapter.driver_versions()
+    with pytest.raises(RuntimeError) as raised:  # Ray's own check, as ray.init runs it
+        check_version_info({"ray_version": "2.58.0", "python_version": driver.python}, "node 10.0.0.1")
+    refusal = ray_adapter.init_error(raised.value, "10.0.0.5:6379")
+    contract("ray.init's version mismatch error (init_error)", isinstance(refusal, ClusterMismatch))
+    line = str(refusal)
+    assert "\n" not in line and line.startswith("--address 10.0.0.5:6379: the cluster runs Ray 2.58.0")
+    assert f"this driver Ray {driver.ray} on Python {driver.python}" in line
+    assert 'pip install "ray[default,tune]==2.58.0"' in line
+    assert ray_adapter.init_error(RuntimeError("no route to host"), "10.0.0.5:6379") is None
+    token = ray_adapter.init_error(RuntimeError("UNAUTHENTICATED: invalid token"), "10.0.0.5:6379")
+    assert isinstance(token, ClusterMismatch) and "token" in str(token)
+
+
+class _Response:
+    status_code = 200
+
+    @staticmethod
+    def json():
+        return {"data": {"rayVersion": "2.58.0", "pythonVersion": "3.11.7"}}
+
+
+class _Client:
+    def _do_request(self, method: str, path: str) -> _Response:
+        assert (method, path) == ("GET", ray_adapter.CLUSTER_METADATA_PATH)
+        return _Response()
+
+
+def test_the_dashboards_versions_both_ways(monkeypatch, caplog):
+    assert ray_adapter.dashboard_versions(_Client(), "http://h:8265") == Versions("2.58.0", "3.11.7")
+    with pytest.raises(ClusterMismatch, match=r'pip install "ray\[default,tune\]==2.58.0"'):
+        ray_adapter.check_dashboard(_Client(), "http://h:8265")
+    monkeypatch.delattr(_Client, "_do_request")  # a Ray whose job client lacks the method
+    assert ray_adapter.dashboard_versions(_Client(), "http://h:8265") is None
+    ray_adapter.check_dashboard(_Client(), "http://h:8265")  # sent unchecked, saying so
+    assert "unchecked" in caplog.text
+
+
+def test_a_cluster_ray_outside_the_range_is_named():
+    supported = ray_adapter.supported_ray()
+    assert supported is not None and supported.contains("2.55.0") and supported.contains("2.60.0")
+    line = ray_adapter.version_mismatch(Versions("2.40.0", "3.11.7"), Versions("2.60.0", "3.11.7"), "x")
+    assert line is not None and f"dicelab supports Ray {supported}" in line
 
 
 @pytest.mark.parametrize(

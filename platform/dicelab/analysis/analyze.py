@@ -15,7 +15,6 @@ from rich.spinner import Spinner
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import Report, build_report
 from dicelab.analysis.runs import RunSet, load_runs
-from dicelab.garbage import fewer_collections
 
 
 def race_test(runs: RunSet) -> str | None:
@@ -40,7 +39,6 @@ def newest_sweep(runs: RunSet) -> tuple[str, str] | None:
     return sweep_id, note
 
 
-@fewer_collections()  # loading the runs allocates pandas objects as the report does
 def analyze_experiment(
     experiment: str,
     tracking_uri: str | None = None,

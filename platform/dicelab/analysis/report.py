@@ -18,7 +18,6 @@ from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
 from dicelab.errors import DicelabError
 from dicelab.files import unwritable_reason
-from dicelab.garbage import fewer_collections
 
 
 @dataclass
@@ -33,7 +32,6 @@ class Report:
     summary: str = ""  # one paragraph: what won, by how much, how sure, what it cost, where to look next
 
 
-@fewer_collections()
 def build_report(
     runs: RunSet,
     out_dir: str | Path | None = None,

@@ -10,19 +10,15 @@ its command runs, so `dicelab --help` stays fast and a broken optional dependenc
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import faulthandler
 import importlib
 import os
 import select
 import signal
 import sys
-import threading
 from typing import NoReturn
 
 import dicelab
-from dicelab import garbage
 from dicelab.errors import DicelabError
 from dicelab.files import OutputError
 
@@ -71,34 +67,13 @@ def enable_stack_dumps() -> None:
 
 
 def program() -> NoReturn:
-    """The `dicelab` program (its console script and `python -m dicelab.cli`): `main`, then the exit."""
-    exit_without_teardown(main())
-
-
-def exit_without_teardown(code: int) -> NoReturn:
-    """End the process with `code` once its exit handlers have run, skipping Python's teardown of every
-    module and object after them: a command that imported the analysis's libraries spends about 0.5 s in
-    it, one that built a 1,000-run report about 0.9 s (docs/performance.md), and the user waits for it.
-    The handlers keep their effect (loggers flushed, temp dirs removed, Ray and MLflow shut down, child
-    processes joined). While a non-daemon thread runs, Python's own exit is taken: it joins the thread
-    before the handlers, an order this shortcut would change."""
-    if os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
-        sys.exit(code)
-    main_thread = threading.main_thread()
-    if any(not thread.daemon and thread is not main_thread for thread in threading.enumerate()):
-        sys.exit(code)
-    atexit._run_exitfuncs()  # prints a failing handler's traceback and goes on, as Python's exit does
-    for stream in (sys.stdout, sys.stderr):
-        # a reader that left, or a stream closed: nothing more can be said
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
+    """The `dicelab` program (its console script and `python -m dicelab.cli`): `main`, then Python's exit."""
+    sys.exit(main())
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # run as the program (in-process callers pass their arguments)
         enable_stack_dumps()
-        garbage.for_this_process()  # fewer full collections over the libraries it imports
     else:
         sys.argv = [sys.argv[0], *argv]
     parser = build_parser()

@@ -4,9 +4,9 @@ run the trials through Ray Tune, and close the parent run with a summary.
 Start-up is a critical path of seconds on a small machine, so it is arranged around Ray's start (its
 processes take seconds to come up, mostly waiting): only the config's schema and the sweep's outline,
 the --resume checks and an MLflow server's health come before it; the registry checks, the trials'
-configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile, and a
-local Ray's prestarted workers import the trials' modules (`warm_workers`). This module's own imports stay
-light for the same reason (MLflow and Tune are imported by the set-up thread, after Ray's start began).
+configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile. This
+module's own imports stay light for the same reason (MLflow and Tune are imported by the set-up thread,
+after Ray's start began).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError, DicelabError, first_line
-from dicelab.sweeps import local_ray, ray_adapter, trial_env, warm_workers
+from dicelab.sweeps import local_ray, ray_adapter, trial_env
 from dicelab.sweeps.space import SweepPlan, check_overrides, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
@@ -102,12 +102,10 @@ def _absolute_paths(config: ExperimentConfig) -> None:
 # Ray
 
 
-def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
+def connect_ray(address: str | None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
-    this driver (see `local_ray`), whose prestarted workers import the trials' modules when the outlined
-    sweep's first trials take all of them (see `warm_workers`). The trials' workers get `trial_env`'s
-    environment: from this process on a local Ray, else through a runtime env (a job that `dicelab submit`
-    started has it in the job's own)."""
+    this driver (see `local_ray`). The trials' workers get `trial_env`'s environment: from this process on a
+    local Ray, else through a runtime env (a job that `dicelab submit` started has it in the job's own)."""
     import ray
 
     import dicelab
@@ -118,27 +116,24 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
         ray_adapter.quiet_token_default_warning()
-        # Ray prestarts one worker per CPU twice: when the raylet starts (off here: idle CPU and memory) and
-        # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
-        # No dashboard here, so nothing reads Ray's metrics: not collecting them takes about a third of the
-        # dashboard agent's CPU off the cores the trials use (README, performance).
-        system = ray_adapter.node_system_config()
-        if outline is not None:
-            system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
-        if os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
-            system = {}
         trial_env.prepare_local_ray()
-        _start_local_ray(system, quiet)
-        session_dir = ray_adapter.session_dir()
+        context = _start_local_ray(quiet)
+        session_dir = ray_adapter.session_dir(context)
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
-    else:  # `preflight` checked the cluster first
+    else:  # `preflight` checked the cluster first, where this Ray lets it
         # the trials log to the driver's MLflow server with its login, on every node of the cluster
         missing = trial_env.missing_in_job(trial_env.mlflow_client_env())
         runtime_env: dict[str, Any] = {"env_vars": missing} if missing else {}
         if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
             runtime_env["py_modules"] = [dicelab]
-        ray.init(address=address, runtime_env=runtime_env or None, **quiet)
+        try:
+            ray.init(address=address, runtime_env=runtime_env or None, **quiet)
+        except Exception as error:  # Ray's own version check or a refused token: the preflight's one line
+            refusal = ray_adapter.init_error(error, address)
+            if refusal is None:
+                raise
+            raise refusal from None
 
 
 def preflight(address: str | None) -> None:
@@ -160,13 +155,13 @@ class LocalRayError(DicelabError):
     exit_code = 1  # not the input's fault: the same command can succeed on a quieter machine
 
 
-def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> None:
+def _start_local_ray(quiet: dict[str, Any]) -> Any:
+    """`ray.init` of a private local node (what it returns: the node's addresses and session directory)."""
     import ray
 
     for attempt in range(1, LOCAL_RAY_STARTS + 1):
         try:
-            ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
-            return
+            return ray.init(address="local", include_dashboard=False, **quiet)
         except Exception as error:
             if "timed out during startup" not in str(error):
                 raise
@@ -177,6 +172,7 @@ def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> None:
                     "- run it again on a less busy machine, or start Ray first (`ray start --head`) and "
                     "pass --address auto"
                 ) from None
+    raise AssertionError("unreachable")
 
 
 def build_inputs(plan: SweepPlan, console: Console) -> list[tuple[str, ExperimentConfig, Any]]:
@@ -322,7 +318,7 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
         with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
             checking = pool.submit(check)
             setting_up = pool.submit(lambda: set_up(checking.result()))
-            connect_ray(options.address, outline)
+            connect_ray(options.address)
             plan = checking.result()
             built = setting_up.result()
         client, state, directory = opened[0]
@@ -501,8 +497,6 @@ def _fit(
         cpus_per_trial=plan.search.resources.cpu,
     )
     ray_adapter.quiet_tune_driver()  # the sweep's own view, Tune's state saves, JSON logs only
-    if not os.environ.get("DICELAB_AB_PLAIN"):  # A/B switch (benchmarks/ray_speedups_ab.py)
-        warm_workers.bare_trial_actors()
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)

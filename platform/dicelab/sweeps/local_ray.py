@@ -7,7 +7,8 @@ small watchdog in a session of its own: when the driver dies, the watchdog kills
 and nothing else. A process belongs to the node when its environment carries the node's RAY_NODE_ID (Ray sets
 it in every process the raylet starts) or it is one of the pids recorded at start-up with the same start time:
 another cluster on the machine, even another dicelab's, is never touched, and no process is found by name.
-If the watchdog was killed too, the next local sweep reaps what the record names. Linux only (/proc).
+If the watchdog was killed too, the next local sweep reaps what the record names. The processes are read
+through psutil (their start times, children and environments).
 """
 
 from __future__ import annotations
@@ -22,45 +23,38 @@ import time
 from pathlib import Path
 from typing import Any
 
-RECORD_NAME = "dicelab_driver.json"
+import psutil
+
+# v2: start times are psutil's (seconds since the epoch); a record of another form is left alone
+RECORD_NAME = "dicelab_driver.v2.json"
 POLL_S = 1.0
-PROC = Path("/proc")
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (with the pid, an identity that survives reuse)."""
+def start_time(pid: int) -> float | None:
+    """The process's start time (with the pid, an identity that survives the pid's reuse); None if gone."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
         return None
-    # the command name (field 2) may contain spaces: the fields after it start after its closing ")"
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry.name))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def _node_processes(marker_text: str) -> list[int]:
     """Processes whose environment holds `marker_text` ("RAY_NODE_ID=<id>": they belong to that Ray node)."""
-    marker = marker_text.encode()
+    name, _, value = marker_text.partition("=")
     found = []
-    for entry in PROC.iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
+            continue
+        with contextlib.suppress(psutil.Error, OSError):  # gone meanwhile, or another user's
+            if process.environ().get(name) == value:
+                found.append(process.pid)
     return found
 
 
@@ -69,8 +63,6 @@ _recorded: list[Path] = []  # this driver's record, until `release`
 
 def record(session_dir: Path, node_id: str) -> None:
     """After ray.init of a private local cluster: record it and start its watchdog."""
-    if not PROC.is_dir():
-        return
     from dicelab.sweeps.ray_adapter import NODE_ID_ENV  # in the driver: the watchdog imports nothing
 
     driver = os.getpid()
@@ -83,7 +75,7 @@ def record(session_dir: Path, node_id: str) -> None:
         "processes": [[pid, start_time(pid)] for pid in _descendants(driver)],
     }
     path.write_text(json.dumps(data))
-    subprocess.Popen(  # this file as a script: the stdlib only, no dicelab or Ray imports to pay for
+    subprocess.Popen(  # this file as a script: the stdlib and psutil, no dicelab or Ray imports to pay for
         [sys.executable, __file__, str(path)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -100,7 +92,7 @@ def release() -> None:
         _recorded.pop().unlink(missing_ok=True)
 
 
-def _alive(pid: int, started: int | None) -> bool:
+def _alive(pid: int, started: float | None) -> bool:
     return started is not None and start_time(pid) == started
 
 

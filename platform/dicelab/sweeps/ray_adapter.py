@@ -1,14 +1,23 @@
-"""Every private Ray / Tune touch point of dicelab, in one module, each with the reason it is needed.
+"""What dicelab needs from Ray and Tune beyond their plain calls, in one module, each with its reason.
 
-Ray is pinned exactly (pyproject, docs/clusters.md) because these are not Ray's public API: a Ray release may
-rename or remove any of them. `tests/sweeps/test_ray_adapter.py` has a contract test per touch point, which
-fails with a message naming it when Ray changes it, and a test that no other dicelab module imports
-`ray._private`, `ray._raylet`, `ray._common` or `ray.train._internal`, or patches Ray. To check a new Ray
-release: `nox -s next_ray` (see docs/clusters.md).
+dicelab supports a range of Ray releases (pyproject.toml; `nox -s oldest newest` tests both ends), so it uses
+Ray's public APIs and documented environment variables. Three touch points have no public API and stay
+here, each trying the private path and falling back to plain behaviour when a Ray release lacks it (a test
+runs each both ways, tests/sweeps/test_ray_adapter.py):
+- `cluster_versions`: the versions a cluster's head recorded, read from its GCS before the driver joins;
+  without it, `ray.init`'s own version check says the same (`init_error`), only after the sweep started.
+- `dashboard_versions`: the same through the dashboard for `dicelab submit`; without it the job is sent
+  unchecked (its driver, on the cluster, runs the cluster's Ray).
+- `quiet_token_default_warning`: the logger of Ray's warning that token authentication is its default;
+  without it, the warning shows.
+`forget_checkpoint` rebuilds a Tune trial's checkpoint manager through the object's own class, falling back
+to leaving the checkpoint (the trial then fails on it, recorded). No other dicelab module touches Ray's
+internals (the test checks).
 
 The preflight (`check_cluster`, `check_dashboard`) runs before a driver joins a cluster and before
 `dicelab submit` sends a job: a cluster whose Ray or Python version differs from the driver's, or that refuses
-the driver's token, is one line naming both versions (or the token), exit 2, before anything is logged.
+the driver's token, is one line naming both versions (or the token) and how to install the cluster's Ray
+beside dicelab, exit 2, before anything is logged.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import contextlib
 import logging
 import os
 import platform
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,51 +63,32 @@ def trial_error_pickles(directory: Path) -> list[Path]:
 # A private local Ray
 
 
-def node_system_config() -> dict[str, Any]:
-    """`_system_config` of a private local node (internal keys, validated by Ray at start): no workers
-    prestarted with the raylet (idle CPU and memory: the trials' actors take the set prestarted when the
-    driver connects), and no metrics collected (nothing reads them without a dashboard; a third of the
-    dashboard agent's CPU)."""
-    return {"enable_worker_prestart": False, "enable_metrics_collection": False}
+# Ray warns at every local start that token authentication is its default: not news to a sweep. No public
+# switch quiets it (RAY_AUTH_MODE set in this process comes too late: Ray reads it when it is imported).
+TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
-def preload_system_config(modules: list[str]) -> dict[str, Any]:
-    """`_system_config` that makes the prestarted workers import `modules` at once, with Ray's idle-worker
-    killer off (it killed them in the moment before Tune's actors claimed them; see `warm_workers`)."""
-    return {"preload_python_modules": modules, "kill_idle_workers_interval_ms": 0}
+def quiet_token_default_warning() -> bool:
+    """Quiet that warning's logger where this Ray has it (True); elsewhere Ray's line shows (False)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(TOKEN_SETUP_LOGGER) is not None
+    except ImportError:  # a parent package gone
+        found = False
+    if found:
+        logging.getLogger(TOKEN_SETUP_LOGGER).setLevel(logging.ERROR)
+    return found
 
 
-def session_dir() -> Path:
-    """The session directory of the Ray node this driver started (no public API names it): `local_ray`
-    records its driver there."""
-    import ray
-
-    return Path(ray._private.worker._global_node.get_session_dir_path())
-
-
-def local_cpus() -> int:
-    """The CPUs Ray counts for a node it starts, cgroup limits included (os.cpu_count ignores them): one
-    prestarted worker each."""
-    from ray._private.utils import get_num_cpus
-
-    return int(get_num_cpus())
-
-
-def quiet_token_default_warning() -> None:
-    """Ray warns at every local start that token authentication is its default: not news to a sweep."""
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+def session_dir(context: Any) -> Path:
+    """The session directory of the Ray node this driver started, from what `ray.init` returned (its
+    `address_info`): `local_ray` records its driver there."""
+    return Path(context.address_info["session_dir"])
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Tune
-
-
-def bare_trial_actors() -> None:
-    """Tune gives every trial actor a runtime env (PL_DISABLE_FORK=1, a PyTorch Lightning switch), so no trial
-    could take a prestarted worker (whose env is empty): the variable is dropped from Tune's defaults."""
-    from ray.tune.execution import class_cache
-
-    class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
 
 
 # Read by a trial actor when Tune hands it the next trial (FunctionTrainable.reset_config): how long to wait
@@ -128,9 +119,9 @@ def quiet_tune_driver() -> None:
 
 
 def quiet_checkpoint_logs() -> None:
-    """One INFO line per checkpoint from Ray Train's storage, forwarded to the driver's terminal, would bury
-    the sweep's own view."""
-    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
+    """One INFO line per checkpoint from Ray Train's storage (a module of the `ray.train` package's logger
+    tree), forwarded to the driver's terminal, would bury the sweep's own view."""
+    logging.getLogger("ray.train").setLevel(logging.WARNING)
 
 
 def report(metrics: dict[str, Any], checkpoint_directory: str | None = None, *, where: str = "") -> None:
@@ -152,13 +143,22 @@ def end_stopped_trial() -> NoReturn:
     raise SystemExit(0)
 
 
-def forget_checkpoint(trial: Any) -> None:
-    """Give an unfinished trial a new, empty checkpoint manager (Tune has no public way to drop a trial's
-    checkpoint): the trial then starts over instead of failing on a checkpoint that is gone."""
-    from ray.train._internal.checkpoint_manager import _CheckpointManager
-
-    manager = trial.run_metadata.checkpoint_manager
-    trial.run_metadata.checkpoint_manager = _CheckpointManager(manager.checkpoint_config)
+def forget_checkpoint(trial: Any) -> bool:
+    """Give an unfinished trial a new, empty checkpoint manager, so that it starts over instead of failing
+    on a checkpoint that is gone. Tune has no public way to drop a trial's checkpoint: the manager is built
+    again through its own class (no private import). Where a Tune release changed it, the trial keeps the
+    lost checkpoint (it then fails on it, and the failure is recorded): False, and a warning."""
+    try:
+        manager = trial.run_metadata.checkpoint_manager
+        trial.run_metadata.checkpoint_manager = type(manager)(manager.checkpoint_config)
+    except (AttributeError, TypeError) as error:
+        logging.getLogger(__name__).warning(
+            "trial %s: its lost checkpoint cannot be dropped in this Ray release (%s): it will fail on it",
+            getattr(trial, "trial_id", "?"),
+            _one_line(error),
+        )
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -191,15 +191,35 @@ def _python_level() -> int:
 
 def version_mismatch(cluster: Versions, driver: Versions, where: str) -> str | None:
     """One line naming both versions when the cluster's Ray or Python version differs from the driver's
-    (Ray exactly; Python as Ray compares it), else None."""
+    (Ray exactly; Python as Ray compares it), and what to install beside dicelab; else None."""
     level = _python_level()
     same_python = cluster.python.split(".")[:level] == driver.python.split(".")[:level]
     if cluster.ray == driver.ray and same_python:
         return None
+    fix = f'pip install "ray[default,tune]=={cluster.ray}"'
+    if not same_python:
+        fix += f" in a Python {cluster.python} environment"
+    supported = supported_ray()
+    if supported is not None and not supported.contains(cluster.ray, prereleases=True):
+        fix += f" (dicelab supports Ray {supported}: the cluster's is outside it)"
     return (
-        f"{where}: the cluster runs {cluster}, this driver {driver}: run the driver with the cluster's "
-        "versions (its image, or `pip install ray[default,tune]==<version>` on that Python)"
+        f"{where}: the cluster runs {cluster}, this driver {driver}: "
+        f"install the cluster's Ray beside dicelab: {fix}"
     )
+
+
+def supported_ray() -> Any:
+    """The Ray releases dicelab supports (a packaging SpecifierSet, from its installed metadata); None for
+    dicelab's source on a path, not installed."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        requirements = [Requirement(line) for line in metadata.requires("dicelab") or []]
+    except metadata.PackageNotFoundError:
+        return None
+    return next((req.specifier for req in requirements if req.name == "ray"), None)
 
 
 def _token_hint(error: BaseException) -> str | None:
@@ -212,25 +232,22 @@ def _token_hint(error: BaseException) -> str | None:
     return None
 
 
-def gcs_address(address: str) -> str:
-    """The GCS address `ray.init(address=...)` joins ("auto": the cluster started last on this machine)."""
-    from ray._private.services import canonicalize_bootstrap_address_or_die
-
-    return canonicalize_bootstrap_address_or_die(address)
-
-
-def cluster_versions(address: str, timeout_s: float = 30.0) -> Versions:
+def cluster_versions(address: str, timeout_s: float = 30.0) -> Versions | None:
     """The Ray and Python versions a cluster's head recorded (Ray's cluster metadata, in its GCS), read with
-    the driver's token. Raises ClusterMismatch when the cluster refuses the token, DicelabError when it
-    cannot be reached."""
-    from ray._common.usage.usage_constants import CLUSTER_METADATA_KEY
-    from ray._private.ray_constants import KV_NAMESPACE_CLUSTER
-    from ray._raylet import GcsClient
-
+    the driver's token; None where this Ray release lacks the private names this needs (`ray.init` then
+    checks the versions itself: `init_error`). Raises ClusterMismatch when the cluster refuses the token,
+    DicelabError when it cannot be reached."""
+    try:
+        from ray._common.usage.usage_constants import CLUSTER_METADATA_KEY
+        from ray._private.ray_constants import KV_NAMESPACE_CLUSTER
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+        from ray._raylet import GcsClient
+    except ImportError:
+        return None
     where = f"--address {address}"
     try:
         with _quiet_stderr():  # Ray's C++ client logs a refused token itself: the one line below says it
-            client = GcsClient(address=gcs_address(address))
+            client = GcsClient(address=canonicalize_bootstrap_address_or_die(address))
             raw = client.internal_kv_get(
                 CLUSTER_METADATA_KEY, namespace=KV_NAMESPACE_CLUSTER, timeout=timeout_s
             )
@@ -240,6 +257,24 @@ def cluster_versions(address: str, timeout_s: float = 30.0) -> Versions:
             raise ClusterMismatch(f"{where}: {hint}") from None
         raise DicelabError(f"{where}: no Ray cluster answers there ({_one_line(error)})") from None
     return _versions_of(_json(raw), where)
+
+
+# Ray's own error when a driver of other versions joins (`ray.init`): "Version mismatch: The cluster was
+# started with:\n    Ray: X\n    Python: Y\nThis process on ... was started with:\n    Ray: A\n    Python: B"
+_INIT_MISMATCH = re.compile(r"Ray: (\S+)\s+Python: (\S+).*?Ray: (\S+)\s+Python: (\S+)", re.DOTALL)
+
+
+def init_error(error: BaseException, address: str) -> DicelabError | None:
+    """`ray.init(address=...)`'s refusal as the preflight's one line (a version mismatch, or a refused
+    token), for a driver whose preflight could not read the versions; None for any other error."""
+    where = f"--address {address}"
+    text = str(error)
+    found = _INIT_MISMATCH.search(text) if "Version mismatch" in text else None
+    if found is not None:
+        cluster, driver = Versions(*found.group(1, 2)), Versions(*found.group(3, 4))
+        return ClusterMismatch(version_mismatch(cluster, driver, where) or f"{where}: {_one_line(error)}")
+    hint = _token_hint(error)
+    return ClusterMismatch(f"{where}: {hint}") if hint is not None else None
 
 
 @contextlib.contextmanager
@@ -258,19 +293,28 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def check_cluster(address: str) -> None:
-    """Before `ray.init(address=...)`: the cluster's versions against this driver's, and its token."""
+    """Before `ray.init(address=...)`: the cluster's versions against this driver's, and its token (where
+    this Ray release lets the driver read them; else `ray.init` checks, see `init_error`)."""
     cluster = cluster_versions(address)
-    line = version_mismatch(cluster, driver_versions(), f"--address {address}")
+    line = None if cluster is None else version_mismatch(cluster, driver_versions(), f"--address {address}")
     if line is not None:
         raise ClusterMismatch(line)
 
 
-def dashboard_versions(client: Any, address: str) -> Versions:
+CLUSTER_METADATA_PATH = "/api/v0/cluster_metadata"  # the dashboard's REST endpoint of the cluster's versions
+
+
+def dashboard_versions(client: Any, address: str) -> Versions | None:
     """The cluster's versions through its dashboard (what `dicelab submit` talks to), from a
-    JobSubmissionClient: Ray's cluster metadata endpoint, read with the client's token headers."""
+    JobSubmissionClient: the dashboard's cluster metadata endpoint, read through the client's own request
+    method (it carries the client's token headers and turns a refused token into an error). None where a
+    Ray release's client lacks that method: the job is then sent unchecked."""
+    request = getattr(client, "_do_request", None)
+    if request is None:
+        return None
     where = f"--address {address}"
     try:
-        response = client._do_request("GET", "/api/v0/cluster_metadata")
+        response = request("GET", CLUSTER_METADATA_PATH)
     except Exception as error:
         hint = _token_hint(error)
         raise ClusterMismatch(f"{where}: {hint or _one_line(error)}") from None
@@ -284,7 +328,13 @@ def dashboard_versions(client: Any, address: str) -> Versions:
 def check_dashboard(client: Any, address: str) -> None:
     """Before `dicelab submit` sends a job: the cluster's versions against this machine's (the job runs the
     dicelab this machine ships, which was checked against this machine's Ray and Python)."""
-    line = version_mismatch(dashboard_versions(client, address), driver_versions(), f"--address {address}")
+    cluster = dashboard_versions(client, address)
+    if cluster is None:
+        logging.getLogger(__name__).warning(
+            "%s: this Ray's job client cannot read the cluster's versions: the job is sent unchecked", address
+        )
+        return
+    line = version_mismatch(cluster, driver_versions(), f"--address {address}")
     if line is not None:
         raise ClusterMismatch(line)
 
