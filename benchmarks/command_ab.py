@@ -1,5 +1,5 @@
 """Two ways of running the same `dicelab` command, alternated ABBA in fresh processes: what
-`command_exit.py` and `report_forks.py` share.
+`command_exit.py` and `analyze_ab.py` share.
 
 A way is the Python code that runs the command (`python -c CODE ARGS...`). Per way: the wall seconds and
 the CPU seconds of the process and its children (medians), and the ratio of the second way to the first
