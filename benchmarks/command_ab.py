@@ -1,5 +1,5 @@
 """Two ways of running the same `dicelab` command, alternated ABBA in fresh processes: what
-`report_forks.py` uses.
+`analyze_ab.py` uses.
 
 A way is the Python code that runs the command (`python -c CODE ARGS...`). Per way: the wall seconds and
 the CPU seconds of the process and its children (medians), and the ratio of the second way to the first

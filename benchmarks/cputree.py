@@ -40,7 +40,6 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("pytest-xdist worker", ("exec(eval(sys.stdin.readline()))",)),
-    ("report drawing", ("dicelab.figure_files",)),
     ("dicelab command", ("/bin/dicelab ", "-m dicelab.cli", "from dicelab.cli import")),
     ("MLflow server", ("mlflow server", "uvicorn", "gunicorn", "huey_consumer")),
     ("PostgreSQL", ("/postgresql/",)),

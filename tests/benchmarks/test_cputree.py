@@ -58,7 +58,6 @@ def test_processes_are_grouped_by_what_they_are():
     )
     assert cputree.kind("/v/bin/python /v/bin/dicelab sweep /tmp/x/it-asha.yaml") == "dicelab command"
     assert cputree.kind("/v/bin/python -m dicelab.cli validate ok.yaml") == "dicelab command"
-    assert cputree.kind("/v/bin/python -m dicelab.figure_files ") == "report drawing"
     assert cputree.kind("/v/bin/python -m mlflow server --host 127.0.0.1 --port 5000") == "MLflow server"
     assert cputree.kind("/v/bin/python -m uvicorn --log-config x mlflow.server.fastapi_app:app") == (
         "MLflow server"

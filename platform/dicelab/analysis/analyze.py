@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
 
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.report import Report, build_report
@@ -76,13 +74,7 @@ def analyze_experiment(
         detect=detect,
         test=test or race_test(runs) or "permutation",  # type: ignore[arg-type]
     )
-    # A still spinner: `console.status` animates from a thread of its own, and with a second thread running
-    # the report computes its importance and draws its figures without forked children (dicelab.forking).
-    spinner = (
-        Live(Spinner("dots", "writing the report"), console=console, transient=True, auto_refresh=False)
-        if interactive
-        else contextlib.nullcontext()
-    )
-    with spinner:
+    spinner = console.status("writing the report") if console is not None and interactive else None
+    with spinner or contextlib.nullcontext():
         report = build_report(runs, out, options, log_to_mlflow=log_to_mlflow)
     return runs, report

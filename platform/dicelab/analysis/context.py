@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -17,12 +18,6 @@ from dicelab.analysis.observations import VARIANT, AnalysisOptions, metric_label
 from dicelab.analysis.race import RaceRecord, race_records
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.sensitivity import CurveLine, curve_lines, curves_from_lines
-from dicelab.figure_files import FigureWriter
-from dicelab.forking import Forked
-
-# From this many trials on, a forked child computes the importance beside the other tables
-# (`dicelab.forking`); below it the importance takes a fraction of a second, not worth a fork.
-FORK_IMPORTANCE_FROM = 200
 
 
 @dataclass
@@ -36,17 +31,9 @@ class ReportContext:
     ablation: pd.DataFrame = field(init=False)
     decisions: Decisions = field(init=False)
     races: list[RaceRecord] = field(init=False)
-    # figures are drawn beside the sections that follow them; build_report waits for them before the HTML
-    figures: FigureWriter = field(init=False)
-    _importance: Forked[Importance] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.figures = FigureWriter(plots.DPI)
         self.obs = observations(self.runs, self.options)
-        # forked before the drawing process starts (at the first figure), so that the child holds none of its
-        # pipes; computed here instead where forking is not safe (`forking.can_fork`)
-        fork = len(self.obs) >= FORK_IMPORTANCE_FROM
-        self._importance = Forked(importance_from_observations, self.obs, self.runs, fork=fork)
         self.lines = list(curve_lines(self.obs, self.runs))
         # the arenas' configurations, found once for the curves' baselines and the decision
         finder = BaselineFinder(self.obs, self.runs.param_columns, self.options)
@@ -55,16 +42,10 @@ class ReportContext:
         self.decisions = decisions_from_observations(self.obs, self.runs, self.options, finder)
         self.races = race_records(self.runs)
 
-    @property
+    @cached_property
     def importance(self) -> Importance:
-        """About a third of a report's analysis at 1,000 trials: a forked child computes it from the start
-        where it can, else it is computed here on first use. `compose` asks for it once the other figures are
-        queued, so that the drawing process draws them meanwhile."""
-        return self._importance.result()
-
-    def close(self) -> None:
-        """Stop the importance's child if the report ended without reading it."""
-        self._importance.close()
+        """Computed on first use (its section and importance.csv)."""
+        return importance_from_observations(self.obs, self.runs)
 
     @property
     def several(self) -> bool:
@@ -97,6 +78,4 @@ class ReportContext:
         while path.exists():
             path = self.root / "figures" / f"{stem}_{counter}.png"
             counter += 1
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()  # taken: the next figure of the same name is numbered, though this one is still drawn
-        return self.figures.save(figure, path)
+        return plots.save_figure(figure, path)

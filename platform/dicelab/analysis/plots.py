@@ -12,13 +12,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.image import imsave
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from dicelab.analysis.design import format_value, short_name
 from dicelab.analysis.observations import LOSS, LOSS_ORDER, VARIANT, VARIANT_ORDER, paper_order
-from dicelab.figure_files import write_png
 from dicelab.words import count
 
 WIDTH, HEIGHT, DPI = 9.0, 5.0, 100  # every fixed-size figure is 900 x 500 pixels
@@ -34,8 +34,16 @@ _PREFERRED_ORDERS = {LOSS: LOSS_ORDER, VARIANT: VARIANT_ORDER}
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
-    """Write `figure` as a PNG of WIDTH x HEIGHT inches at DPI, in one draw (`figure_files.write_png`)."""
-    return write_png(figure, path, DPI)
+    """Write `figure` as a PNG at DPI, in one draw.
+
+    `savefig` draws a figure with a layout engine twice: once without output to place the axes, then for
+    real. Agg's own draw places them and renders in one pass; its pixels are written as they are."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.set_dpi(DPI)
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    canvas.draw()
+    imsave(path, np.asarray(canvas.buffer_rgba()), format="png", dpi=DPI)
+    return path
 
 
 def _fixed_layout(figure: Figure, panels: Sequence[Axes], legend: Legend, title_lines: int) -> None:

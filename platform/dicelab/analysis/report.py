@@ -52,15 +52,8 @@ def build_report(
         raise DicelabError(f"{out}: cannot write the report there ({unwritable_reason(error)})") from None
     try:
         ctx = ReportContext(runs, options, staging)
-        try:
-            notes = caveats(ctx)
-            document = compose(ctx, notes)
-            ctx.figures.wait()  # the HTML embeds the PNGs
-        except BaseException:
-            ctx.figures.drain()  # nothing may still write into the folder removed below
-            raise
-        finally:
-            ctx.close()
+        notes = caveats(ctx)
+        document = compose(ctx, notes)
         (staging / "report.md").write_text(document.to_markdown(staging), encoding="utf-8")
         (staging / "report.html").write_text(document.to_html(), encoding="utf-8")
         replace_dir(staging, out)
@@ -77,11 +70,6 @@ def build_report(
 
 def compose(ctx: ReportContext, notes: list[str]) -> Document:
     document = Document(f"dicelab report: {' vs '.join(ctx.runs.experiments)}")
-    # The figures that need no importance first: the drawing process draws them while the importance (and
-    # the rest) is computed here. The document keeps its reading order.
-    sensitivity = sections.sensitivity(ctx)
-    parallel = sections.parallel_coordinates(ctx)
-    training = sections.training_curves(ctx)
     # the answer first (what won, by how much, how sure, at what cost), then what qualifies it, then the rest
     document.add(
         *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs),
@@ -90,10 +78,10 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
         *sections.header(ctx),
         *sections.trials(ctx),
         *sections.ablation(ctx),
-        *sensitivity,
+        *sections.sensitivity(ctx),
         *sections.importance(ctx),
-        *parallel,
-        *training,
+        *sections.parallel_coordinates(ctx),
+        *sections.training_curves(ctx),
         *sections.excluded_trials(ctx),
     )
     tables = {
