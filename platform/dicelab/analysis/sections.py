@@ -113,7 +113,12 @@ def ablation(ctx: ReportContext) -> list[Block]:
             f"Layout of the paper's Table 8. Each cell: mean ± {ctx.level} CI half-width over seeds, "
             "in parentheses the difference to CE on the same data variant."
             + (
-                " Rows marked (paper) are the numbers from the sweep config's `paper.results`."
+                " Rows marked (paper) are the numbers from the sweep config's `paper.results`"
+                + (
+                    " and, below them, the paper table's other printed rows (`paper.baselines`)."
+                    if any(paper.baselines for paper in ctx.runs.papers.values())
+                    else "."
+                )
                 if with_paper
                 else ""
             )
