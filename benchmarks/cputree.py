@@ -9,7 +9,7 @@ carrying it is sampled (user + system time from /proc, every 0.25 s; a process t
 between two samples is missed). Prints the heaviest processes, the CPU by kind of process (Ray workers, Ray's
 daemons, dicelab commands, MLflow servers, ...) and `CPUTREE cpu=<s> wall=<s> rc=<code>` on stderr, and
 exits with the command's code. Linux only. Heavy load still inflates polling loops somewhat:
-compare figures taken at similar loads. docs/development.md ("Times") has the suite's figures.
+compare figures taken at similar loads. benchmarks/results/cputree.md has the suite's figures.
 """
 
 from __future__ import annotations

@@ -32,6 +32,17 @@ import pytest
 gc.set_threshold(50_000, *gc.get_threshold()[1:])
 
 TESTS = Path(__file__).resolve().parent
+# The repository root, which a run leaves as it found it (checked at the session's end, below); None where
+# this conftest is not in a checkout (a copy in a pytester directory).
+ROOT = TESTS.parent if (TESTS.parent / "pyproject.toml").is_file() else None
+# Entries pytest and the Makefile create in the root on purpose (both ignored by git).
+ROOT_TOOL_ENTRIES = frozenset({".pytest_cache", ".venv"})
+# Hypothesis keeps its files (the example database, its constants cache) in the user's cache, not in a
+# .hypothesis/ of the working directory, the root.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY",
+    str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dicelab" / "hypothesis"),
+)
 # Fixtures that start Ray or a server without the word in their name.
 STARTS_PROCESSES = frozenset({"sweep_tools"})
 STARTS_BY_NAME = re.compile(r"(?:^|_)(?:ray|cluster|server)(?:_|$)")
@@ -164,6 +175,43 @@ def _guarded_popen_init(self: subprocess.Popen, args: Any, *rest: Any, **options
                 "it under tests/integration/ (docs/development.md)"
             )
     _original_popen_init(self, args, *rest, **options)
+
+
+# -- a run leaves the repository root as it found it ---------------------------------------------------------
+
+_root_before: list[
+    set[str]
+] = []  # the root's entries when the session started (the controller's, under xdist)
+
+
+def root_entries() -> set[str]:
+    return set(os.listdir(ROOT)) if ROOT is not None else set()
+
+
+def new_root_entries(before: set[str], after: set[str]) -> list[str]:
+    """What a run added to the repository root, but for the tools' own entries."""
+    return sorted(after - before - ROOT_TOOL_ENTRIES)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # xdist's workers run inside the controller's session
+        _root_before.append(root_entries())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _root_before:
+        return
+    added = new_root_entries(_root_before.pop(), root_entries())
+    if added:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (
+            f"the tests left {', '.join(added)} in the repository root {ROOT}: a test or fixture writes "
+            "to the working directory (MLflow's default ./mlruns artifact root or ./mlflow.db, for one); "
+            "give it a tmp_path"
+        )
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -3,7 +3,7 @@ import math
 import yaml
 
 from dicelab.analysis import paper_from_config
-from dicelab.analysis.paper import paper_from_params
+from dicelab.analysis.paper import compared_with, paper_from_params
 
 
 def test_paper_section_as_written_in_a_sweep_config():
@@ -70,3 +70,33 @@ def test_a_null_entry_is_not_recorded_and_hides_an_inherited_one():
     assert notes == []
     assert paper.results == {"ce": {"original": 92.34}, "dice": {"+positive": 90.0}}
     assert math.isnan(paper.result("dsc", "original"))
+
+
+def test_the_split_and_the_tables_other_rows():
+    paper, notes = paper_from_config(
+        {"metric": "f1", "split": "test", "results": {"ce": {"original": 93.04}}, "baselines": {"CVT": 92.6}}
+    )
+    assert notes == [] and paper.split == "test" and paper.baselines == {"CVT": 92.6}
+    assert paper_from_config({"results": {"ce": {"original": 1.0}}})[0].split is None  # not stated
+    assert paper_from_config({"split": "validation"})[0].split == "dev"
+    odd, notes = paper_from_config({"split": "held-out", "baselines": {"ELMo": "n/a"}})
+    assert odd.split is None and odd.baselines == {}
+    assert any("paper.split 'held-out'" in note for note in notes)
+    assert any("paper.baselines.ELMo" in note for note in notes)
+    flat, notes = paper_from_params({"paper.split": "test", "paper.baselines.BERT-Tagger": "92.8"})
+    assert notes == [] and flat.split == "test" and flat.baselines == {"BERT-Tagger": 92.8}
+
+
+def test_test_numbers_are_compared_with_test_scores_when_the_trials_have_them():
+    on_test = paper_from_config({"split": "test", "results": {"ce": {"original": 91.3}}})[0]
+    scored = compared_with(on_test, "f1", "best_dev_f1", {"best_dev_f1", "test_f1"})
+    assert (scored.column, scored.split) == ("test_f1", "test") and "test-set numbers" in scored.note
+    unscored = compared_with(on_test, "f1", "best_dev_f1", {"best_dev_f1"})
+    assert (unscored.column, unscored.split) == ("best_dev_f1", "dev")
+    assert "different splits" in unscored.note
+    on_dev = paper_from_config({"split": "dev", "results": {"ce": {"original": 90.9}}})[0]
+    dev = compared_with(on_dev, "f1", "best_dev_f1", {"best_dev_f1", "test_f1"})
+    assert (dev.column, dev.split) == ("best_dev_f1", "dev") and "are dev numbers" in dev.note
+    unstated = paper_from_config({"results": {"ce": {"original": 88.0}}})[0]
+    silent = compared_with(unstated, "f1", "best_dev_f1", {"best_dev_f1", "test_f1"})
+    assert silent.column == "best_dev_f1" and "does not say which split" in silent.note

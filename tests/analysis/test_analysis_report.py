@@ -14,7 +14,13 @@ from dicelab.cli import main
 from dicelab.errors import DicelabError
 from dicelab.tracking import conventions as names
 
-PAPER = {"metric": "f1", "results": {"ce": {"original": 91.3}}, "sensitivity": {"tversky": {"0.6": 84.67}}}
+PAPER = {
+    "metric": "f1",
+    "split": "test",
+    "results": {"ce": {"original": 91.3}},
+    "sensitivity": {"tversky": {"0.6": 84.67}},
+    "baselines": {"BERT-Tagger": 92.8},
+}
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -72,6 +78,9 @@ def test_report_folder_holds_markdown_html_csvs_and_figures(report):
         assert (report.directory / link).is_file()
     assert "RuntimeError: CUDA out of memory" in markdown  # the failed trial is listed with its reason
     assert "| `ce` (paper) | 91.30 |" in markdown
+    assert "| BERT-Tagger (paper) | 92.80 |" in markdown  # the table's other printed rows
+    assert "the paper table's other printed rows (`paper.baselines`)" in markdown
+    assert "The paper's numbers are test-set numbers; dicelab's are dev numbers" in markdown
     assert "beta = 1 − alpha" in markdown
     assert "With 2 seeds a 95% t-interval reaches ±12.7 standard errors" in markdown
 

@@ -132,6 +132,23 @@ def test_ablation_cells_deltas_and_paper(runs):
     assert math.isnan(dsc["paper"])
 
 
+def test_a_papers_test_numbers_sit_beside_the_cells_test_scores(module_tracking_uri, module_sweep_log):
+    """Table 8 is on QQP's test set: with `test_f1` logged the paper's numbers are compared with it; a
+    sweep without a test split says that its numbers are dev numbers."""
+    paper = {"metric": "f1", "split": "test", "results": {"ce": {"original": 91.3}}}
+    scored = module_sweep_log("table8-test", paper=paper)
+    unscored = module_sweep_log("table8-dev", paper=paper)
+    for seed, (dev, test) in enumerate([(0.75, 0.70), (0.76, 0.71), (0.77, 0.75)]):
+        scored.trial(dev, loss="ce", seed=seed, metrics={"test_f1": test})
+        unscored.trial(dev, loss="ce", seed=seed)
+    ce = ablation_table(load_runs("table8-test", module_tracking_uri)).iloc[0]
+    assert ce["mean"] == pytest.approx(76.0) and ce["paper_split"] == "test"
+    assert ce["paper_mean"] == pytest.approx(72.0) and "`test_f1`" in ce["paper_note"]
+    dev = ablation_table(load_runs("table8-dev", module_tracking_uri)).iloc[0]
+    assert dev["paper_split"] == "dev" and dev["paper_mean"] == pytest.approx(76.0)
+    assert "different splits" in dev["paper_note"]
+
+
 def test_each_metric_gets_its_own_table(runs):
     table = ablation_table(runs)
     em = table[table["metric"] == "em"]

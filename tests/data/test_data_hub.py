@@ -5,7 +5,7 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from dicelab.data import read_hub_split
+from dicelab.data import hub, read_hub_split
 from dicelab.data.hub import resolve_hub_name
 from dicelab.errors import DataError
 
@@ -104,6 +104,32 @@ def test_squad_answers(tmp_path):
     frame = read_hub_split(name, "dev", family="spans")
     assert frame["answer_texts"].tolist() == [["the capital"], []]
     assert frame["answer_starts"].tolist() == [[8], []]
+
+
+def test_a_script_only_repository_is_read_from_its_parquet_conversion(tmp_path, monkeypatch):
+    """QuoRef's main revision is a loading script, which datasets refuses; the hub's conversion keeps one
+    folder per config (`<config>/<split>/0000.parquet`) on `refs/convert/parquet`. A local copy in that
+    layout, with a second config beside it, is read through the same arguments."""
+    assert hub.parquet_conversion(resolve_hub_name("quoref")[0]) == {
+        "revision": "refs/convert/parquet",
+        "data_dir": "default",
+    }
+    assert hub.parquet_conversion(resolve_hub_name("squad")[0]) == {}
+    copy = tmp_path / "quoref"
+    for config, question in (("default", "Who met Bob?"), ("other", "another config's question")):
+        for split in ("train", "validation"):
+            (copy / config / split).mkdir(parents=True)
+            rows = {
+                "id": [f"{config}-{split}"],
+                "question": [question],
+                "context": ["Ann met Bob."],
+                "answers": [{"text": ["Ann"], "answer_start": [0]}],
+            }
+            datasets.Dataset.from_dict(rows).to_parquet(str(copy / config / split / "0000.parquet"))
+    monkeypatch.setitem(hub.PARQUET_CONVERSIONS, str(copy), "default")
+    frame = read_hub_split(str(copy), "dev", family="spans", cache_dir=str(tmp_path / "cache"))
+    assert frame["question"].tolist() == ["Who met Bob?"]  # the default config's validation split only
+    assert frame["answer_texts"].tolist() == [["Ann"]]
 
 
 def test_a_dataset_that_cannot_load_is_a_data_error(tmp_path):

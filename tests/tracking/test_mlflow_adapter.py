@@ -147,7 +147,9 @@ def test_create_sqlite_schema_makes_mlflows_tables_at_head_and_no_rows(tmp_path)
 
 def test_log_artifacts_at_writes_where_mlflows_client_lists_a_runs_artifacts(store, tmp_path):
     client = MlflowClient(store)
-    run = client.create_run(client.create_experiment("artifacts-at"))
+    run = client.create_run(
+        client.create_experiment("artifacts-at", artifact_location=str(tmp_path / "artifacts"))
+    )
     folder = tmp_path / "report"
     (folder / "figures").mkdir(parents=True)
     (folder / "report.md").write_text("# report")

@@ -22,6 +22,7 @@ from dicelab.analysis.observations import (
     observations,
     paper_order,
 )
+from dicelab.analysis.paper import compared_with
 from dicelab.analysis.runs import RunSet
 from dicelab.stats import Comparison, holm, verdict
 
@@ -48,6 +49,9 @@ ABLATION_COLUMNS = [
     "delta_ci_high",
     "paper",
     "paper_delta",
+    "paper_split",  # the split of dicelab's number beside the paper's (test when the paper's is, if scored)
+    "paper_mean",  # that number: the cell's mean on `paper_split` (the dev mean, or test_<metric>'s)
+    "paper_note",  # one sentence saying which splits the paper's and dicelab's numbers are on
     "paired",  # the paired comparison with CE of the same variant (dicelab.stats.compare)
     "n_pairs",
     "paired_delta",
@@ -65,7 +69,9 @@ def ablation_table(runs: RunSet, options: AnalysisOptions | None = None) -> pd.D
     When a loss's hyperparameters were swept, its cell is the configuration with the best mean (`config`
     names it, `configs` says how many were compared; chosen on the same dev numbers, so optimistic).
     `delta` is mean - mean of the CE cell of the same variant, with a Welch t-interval; `paper` and
-    `paper_delta` come from the sweep config's `paper.results`. `paired_delta` .. `verdict` compare the cell
+    `paper_delta` come from the sweep config's `paper.results`; `paper_mean` is the cell's number on the split
+    the paper reports (`paper_split`: test when the paper's numbers are test numbers and the trials logged
+    `test_<metric>`, else dev), and `paper_note` says which. `paired_delta` .. `verdict` compare the cell
     with CE on the seeds both ran (paired when they share 2 or more), Holm-corrected over the table.
     """
     options = options or AnalysisOptions()
@@ -77,6 +83,8 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
     for (experiment, task, metric), group in obs.groupby(["experiment", TASK, "metric"], sort=True):
         paper = runs.papers.get(str(experiment))
         paper = paper if paper is not None and paper.applies_to(str(metric)) else None
+        logged: set[str] = set().union(*(names for names in group.get("logged_metrics", ()) if names))
+        comparand = compared_with(paper, str(metric), options.column(str(metric)), logged) if paper else None
         cells: dict[tuple[str, str], pd.DataFrame] = {}
         table_rows = []
         for loss, loss_rows in group.groupby(LOSS, sort=False):
@@ -110,6 +118,11 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
                         "ci_low": interval.low,
                         "ci_high": interval.high,
                         "paper": paper.result(str(loss), str(variant)) if paper else math.nan,
+                        "paper_split": comparand.split if comparand else "",
+                        "paper_mean": _comparand_mean(chosen, comparand.column, interval.mean)
+                        if comparand and comparand.split == "test"
+                        else interval.mean,
+                        "paper_note": comparand.note if comparand else "",
                     }
                 )
         compared: list[tuple[dict[str, Any], Comparison]] = []
@@ -150,6 +163,16 @@ def ablation_from_observations(obs: pd.DataFrame, runs: RunSet, options: Analysi
     )
     order = order.sort_values(["experiment", "task", "metric", "_loss", "_variant"], kind="stable")
     return order.drop(columns=["_loss", "_variant"]).reset_index(drop=True)
+
+
+def _comparand_mean(rows: pd.DataFrame, column: str, dev_mean: float) -> float:
+    """The mean of `column` (a trial's test score) over the cell's usable trials, in the value's unit."""
+    if column not in rows:
+        return math.nan
+    usable = rows[rows["usable"]]
+    values = pd.to_numeric(usable[column], errors="coerce").to_numpy(dtype=float) * usable["scale"].to_numpy()
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else math.nan
 
 
 def _usable(rows: pd.DataFrame) -> np.ndarray:

@@ -3,12 +3,19 @@
 Supported layout (numbers in the paper's unit, e.g. F1 in percent):
 
     paper:
-      metric: f1                      # the dev metric the numbers are comparable to
+      metric: f1                      # the metric the numbers are comparable to
+      split: test                     # the split the paper reports (test or dev), where it says
       results:                        # Table 8 style: loss -> data variant -> number
         ce: {original: 91.3, "+positive": 92.27}
         dsc: {original: 92.11}
       sensitivity:                    # Table 10 style: loss -> hyperparameter value -> number
         tversky: {"0.6": 84.67, "0.4": 84.52}   # Chinese OntoNotes 4.0 (QuoRef at 0.4: 68.44)
+      baselines:                      # the table's other printed rows: model -> number (no dots in names)
+        BERT-Tagger: 92.8
+
+When the paper reports test numbers and the trials were scored on a test split (`test_<metric>`), the
+paper's numbers are compared with those; otherwise with the dev numbers, and the report says that the two
+come from different splits (`compared_with`).
 
 Other keys (a citation, a table number) are allowed and ignored. Malformed entries are skipped with a note; a
 null entry (`dsc: null`) means "not recorded" and is skipped silently, so a config that `extends:` another can
@@ -26,12 +33,18 @@ import yaml
 
 from dicelab.config.yaml_loader import load_yaml
 
+SPLITS = ("test", "dev")
+SPLIT_ALIASES = {"test": "test", "dev": "dev", "validation": "dev"}
+TEST_PREFIX = "test_"  # a trial's score on the held-out split, once with its best dev state
+
 
 @dataclass(frozen=True)
 class PaperNumbers:
     metric: str | None = None
     results: dict[str, dict[str, float]] = field(default_factory=dict)  # loss -> variant -> number
     sensitivity: dict[str, dict[float, float]] = field(default_factory=dict)  # loss -> value -> number
+    split: str | None = None  # the split the paper's numbers are on ("test" or "dev"); None: not stated
+    baselines: dict[str, float] = field(default_factory=dict)  # the table's other rows: model -> number
 
     def applies_to(self, metric: str) -> bool:
         return self.metric is None or self.metric == metric
@@ -46,7 +59,49 @@ class PaperNumbers:
         return math.nan
 
     def __bool__(self) -> bool:
-        return bool(self.results or self.sensitivity)
+        return bool(self.results or self.sensitivity or self.baselines)
+
+
+@dataclass(frozen=True)
+class Comparand:
+    """What the paper's numbers are set beside: dicelab's metric column and a sentence saying so."""
+
+    column: str
+    split: str  # "test" or "dev": the split of `column`
+    note: str
+
+
+def compared_with(paper: PaperNumbers, metric: str, dev_column: str, logged: set[str]) -> Comparand:
+    """The column the paper's numbers of `metric` are compared with.
+
+    A paper that reports test numbers is compared with the trials' `test_<metric>` when they logged it
+    (a test split was evaluated); else with `dev_column`, and the note says the splits differ.
+    """
+    test_column = f"{TEST_PREFIX}{metric}"
+    if paper.split == "test" and test_column in logged:
+        return Comparand(
+            test_column,
+            "test",
+            f"The paper's numbers are test-set numbers, set beside dicelab's `{test_column}` (each trial "
+            "scored once on the test split with its best dev state).",
+        )
+    if paper.split == "test":
+        return Comparand(
+            dev_column,
+            "dev",
+            f"The paper's numbers are test-set numbers; dicelab's are dev numbers (`{dev_column}`: no test "
+            "split was evaluated), so the two columns come from different splits.",
+        )
+    if paper.split == "dev":
+        return Comparand(
+            dev_column, "dev", f"The paper's numbers and dicelab's (`{dev_column}`) are dev numbers."
+        )
+    return Comparand(
+        dev_column,
+        "dev",
+        "The sweep config does not say which split the paper's numbers are on; dicelab's are dev numbers "
+        f"(`{dev_column}`).",
+    )
 
 
 def paper_from_config(section: Any) -> tuple[PaperNumbers, list[str]]:
@@ -62,6 +117,8 @@ def paper_from_config(section: Any) -> tuple[PaperNumbers, list[str]]:
             f"paper.metric {metric!r} is not a metric name; the paper's numbers are shown for any metric"
         )
         metric = None
+    split = _split(section.get("split"), notes)
+    baselines = _numbers({"baselines": section.get("baselines")}, "paper", notes).get("baselines", {})
     results = {
         str(loss): {str(variant): number for variant, number in entries.items()}
         for loss, entries in _numbers(section.get("results"), "paper.results", notes).items()
@@ -76,7 +133,25 @@ def paper_from_config(section: Any) -> tuple[PaperNumbers, list[str]]:
                 )
             else:
                 sensitivity.setdefault(str(loss), {})[value] = number
-    return PaperNumbers(metric=metric, results=results, sensitivity=sensitivity), notes
+    return (
+        PaperNumbers(
+            metric=metric,
+            results=results,
+            sensitivity=sensitivity,
+            split=split,
+            baselines={str(name): number for name, number in baselines.items()},
+        ),
+        notes,
+    )
+
+
+def _split(value: Any, notes: list[str]) -> str | None:
+    if value is None:
+        return None
+    split = SPLIT_ALIASES.get(str(value).strip().lower())
+    if split is None:
+        notes.append(f"paper.split {value!r} is not one of {', '.join(SPLITS)}; ignored")
+    return split
 
 
 def paper_from_params(params: Mapping[str, str]) -> tuple[PaperNumbers, list[str]]:

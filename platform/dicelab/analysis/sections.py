@@ -113,7 +113,12 @@ def ablation(ctx: ReportContext) -> list[Block]:
             f"Layout of the paper's Table 8. Each cell: mean ± {ctx.level} CI half-width over seeds, "
             "in parentheses the difference to CE on the same data variant."
             + (
-                " Rows marked (paper) are the numbers from the sweep config's `paper.results`."
+                " Rows marked (paper) are the numbers from the sweep config's `paper.results`"
+                + (
+                    " and, below them, the paper table's other printed rows (`paper.baselines`)."
+                    if any(paper.baselines for paper in ctx.runs.papers.values())
+                    else "."
+                )
                 if with_paper
                 else ""
             )
@@ -132,16 +137,29 @@ def _ablation_group(ctx: ReportContext, table: pd.DataFrame, title: str) -> list
     usual = Counter(table.loc[table["n"] > 0, "n"]).most_common(1)
     usual_n = usual[0][0] if usual else 0
     cells = table.set_index(["loss", "variant"])
+    on_test = bool((table["paper_split"] == "test").any())
     rows = []
     for loss in dict.fromkeys(table["loss"]):
         rows.append([f"`{loss}`", *(_cell(cells, loss, v, usual_n) for v in variants)])
         if table.loc[table["loss"] == loss, "paper"].notna().any():
+            if on_test:  # dicelab's number on the split the paper reports, beside the paper's
+                rows.append([f"`{loss}` (test)", *(_test_cell(cells, loss, v) for v in variants)])
             rows.append([f"`{loss}` (paper)", *(_paper_cell(cells, loss, v) for v in variants)])
+    paper = ctx.runs.papers.get(str(table["experiment"].iloc[0]))
+    if paper is not None and paper.baselines and paper.applies_to(str(metric)):
+        column = variants.index("original") if "original" in variants else 0
+        for name, number in paper.baselines.items():  # the table's other printed rows
+            rows.append(
+                [f"{name} (paper)", *("" if i != column else f"{number:.2f}" for i in range(len(variants)))]
+            )
     n_text = f"n = {usual_n} seeds per cell unless marked" if usual_n else "no usable trials"
     blocks: list[Block] = [
         Heading(title, 3),
         Table(["loss", *variants], rows, caption=f"{value_label(metric, unit, ctx.options)}; {n_text}"),
     ]
+    notes = [note for note in dict.fromkeys(table["paper_note"]) if note]
+    if notes and table["paper"].notna().any():
+        blocks.append(Text(" ".join(notes)))
     deltas = table[table["loss"] != "ce"].dropna(subset=["delta"])
     if len(deltas):
         with_paper = bool(deltas["paper_delta"].notna().any())
@@ -548,6 +566,12 @@ def _cell(cells: pd.DataFrame, loss: str, variant: str, usual_n: int) -> str:
     if loss != "ce" and math.isfinite(row["delta"]):
         text += f" ({row['delta']:+.2f})"
     return text + (f" [{'; '.join(extras)}]" if extras else "")
+
+
+def _test_cell(cells: pd.DataFrame, loss: str, variant: str) -> str:
+    if (loss, variant) not in cells.index or not math.isfinite(cells.loc[(loss, variant), "paper_mean"]):
+        return ""
+    return number(cells.loc[(loss, variant), "paper_mean"])
 
 
 def _paper_cell(cells: pd.DataFrame, loss: str, variant: str) -> str:

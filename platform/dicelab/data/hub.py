@@ -2,7 +2,9 @@
 
 Short names of the paper's datasets resolve to their current hub repositories ("glue/mrpc" ->
 nyu-mll/glue, config mrpc); "REPO:CONFIG" names a config of any other repository, and a local directory
-of data files in hub layout (train.parquet, validation.parquet, ...) is loaded the same way.
+of data files in hub layout (train.parquet, validation.parquet, ...) is loaded the same way. A repository
+whose main revision holds only a loading script (QuoRef), which `datasets` 4 and later refuse to run, is
+read from the Parquet files the hub converts it to (`refs/convert/parquet`, one folder per config).
 Classification labels stay their integer ids as strings ("0", "1"), as in the GLUE files, so a hub run
 and a local-file run of one dataset see the same labels; tag ids become their ClassLabel names.
 """
@@ -34,6 +36,10 @@ HUB_ALIASES: dict[str, tuple[str, str | None]] = {
     "quoref": ("allenai/quoref", None),
 }
 GLUE_REPOSITORY = "nyu-mll/glue"
+# The hub's own Parquet conversion of a script-only repository: its revision, and the folder of the config
+PARQUET_REVISION = "refs/convert/parquet"
+# repository (as `load_dataset` gets it) -> the config folder of its Parquet conversion
+PARQUET_CONVERSIONS: dict[str, str] = {"allenai/quoref": "default"}
 
 
 def resolve_hub_name(name: str) -> tuple[str, str | None]:
@@ -61,10 +67,16 @@ def load_hub_dataset(name: str, cache_dir: str | None = None) -> datasets.Datase
 
     path, config = resolve_hub_name(name)
     try:
-        loaded = datasets.load_dataset(path, config, cache_dir=cache_dir)
+        loaded = datasets.load_dataset(path, config, cache_dir=cache_dir, **parquet_conversion(path))
     except Exception as error:  # the hub raises many kinds (network, missing repo, bad config)
         raise DataError(f"hub dataset {name!r}: cannot load ({first_line(error, with_type=True)})") from error
     return loaded
+
+
+def parquet_conversion(path: str) -> dict[str, str]:
+    """`load_dataset` arguments that read `path` from the hub's Parquet conversion ({} for any other)."""
+    folder = PARQUET_CONVERSIONS.get(path)
+    return {"revision": PARQUET_REVISION, "data_dir": folder} if folder else {}
 
 
 def hub_split_frame(

@@ -4,7 +4,7 @@ Tune runs a trial's function in a second thread of its actor, and glibc gives a 
 of its own. That arena hands memory back to the kernel far more eagerly than the main one, and a training
 step allocates and frees the same activation buffers thousands of times, so a trial in a second thread
 pays many more minor page faults than in the process's main thread, and runs longer
-(`benchmarks/trial_thread.py` measures it; docs/performance.md has the figures). With `MALLOC_ARENA_MAX=1`
+(`benchmarks/trial_thread.py` measures it; benchmarks/results/trial_thread.md). With `MALLOC_ARENA_MAX=1`
 every thread allocates from the main arena.
 
 glibc reads the variable when a process starts, so it is set where Ray starts its workers: in the
