@@ -183,3 +183,9 @@ def test_the_steps_between_checks_run_without_a_sync_and_a_nan_is_named_at_its_s
         run_trial(config, steps, inputs=inputs_for(config))
     assert synced == [4]  # one read for steps 1-4
     assert steps.result.outcome == names.NON_FINITE and steps.result.steps == 4
+
+
+def test_the_optimizer_is_adamws_fused_kernel(make_config, inputs_for):
+    config = make_config("pairs")
+    trial = loop_module.Trial(config, inputs_for(config), torch.device("cpu"), None)
+    assert isinstance(trial.optimizer, torch.optim.AdamW) and trial.optimizer.defaults["fused"] is True

@@ -158,15 +158,16 @@ def tokenizer_identity(tokenizer_or_config: Any) -> str:
 
 
 def build_encoder(
-    model_config: ModelConfig, tokenizer: Any, max_positions: int = 512, attention: str = ATTENTION
+    model_config: ModelConfig, tokenizer: Any, max_positions: int = 512, attention: str | None = None
 ) -> nn.Module:
     """The encoder (no head) for `model_config.backbone`; tiny-bert is initialised from torch's current seed.
 
     `max_positions` is the longest input the task feeds (data.max_length): tiny-bert gets exactly that many
     position embeddings; a pretrained encoder with fewer is a config error rather than an index error later.
-    `attention`: the attention implementation asked for (transformers' `attn_implementation`); a family
-    without it (XLNet has no SDPA path) keeps its own.
+    `attention`: the attention implementation asked for (transformers' `attn_implementation`; None:
+    ATTENTION); a family without it (XLNet has no SDPA path) keeps its own.
     """
+    attention = attention or ATTENTION
     if model_config.backbone == TINY_BERT:
         tiny = model_config.tiny_bert
         if tiny.hidden_size % tiny.num_heads:
