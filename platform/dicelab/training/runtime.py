@@ -1,4 +1,4 @@
-"""Where and how a trial runs: device, precision, threads, determinism, seeds and RNG snapshots."""
+"""Where and how a trial runs: device, precision, TF32 matmuls, threads, determinism, seeds, RNG snapshots."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from dicelab.config import TrainConfig
 from dicelab.errors import ConfigError
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+COMPILE_BACKEND = "inductor"  # torch.compile's default: generated Triton (GPU) or C++ (CPU) kernels
 
 
 def select_device(train: TrainConfig, assigned_gpus: Sequence[str] = ()) -> torch.device:
@@ -85,21 +86,39 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+def compile_model(model: torch.nn.Module) -> None:
+    """train.compile: torch.compile the model's forward (encoder and head), for training and evaluation.
+    In place, so the parameters, the optimizer's references and the state_dict keys stay those of the model.
+    Length batching gives batches of many lengths: after the first length that differs, torch compiles one
+    graph with a dynamic sequence length rather than one per length."""
+    model.compile(backend=COMPILE_BACKEND)
+
+
 def gradient_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | None:
     """fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and needs none."""
     return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
+def uses_tf32(train: TrainConfig, device: torch.device) -> bool:
+    """TF32 matmuls: asked for (train.tf32) and on a CUDA GPU that has them (compute capability 8.0 and up:
+    Ampere, Hopper, ...). fp32 inputs keep their range and lose mantissa bits inside the matmul only."""
+    return train.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
 @contextlib.contextmanager
 def torch_settings(train: TrainConfig, device: torch.device) -> Iterator[None]:
-    """Thread count and (on CPU) deterministic algorithms for the trial, then the process's own settings."""
+    """Thread count, TF32 matmuls (see `uses_tf32`) and (on CPU) deterministic algorithms for the trial, then
+    the process's own settings."""
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     fill = torch.utils.deterministic.fill_uninitialized_memory
+    matmul_precision = torch.get_float32_matmul_precision()
     try:
         if train.num_threads is not None:
             torch.set_num_threads(train.num_threads)
+        if uses_tf32(train, device):
+            torch.set_float32_matmul_precision("high")  # TF32 where the GPU has it (cuBLAS matmuls)
         if device.type == "cpu":
             torch.use_deterministic_algorithms(True, warn_only=True)
             # Filling every new tensor only guards code that reads uninitialised memory; it costs bandwidth.
@@ -109,6 +128,7 @@ def torch_settings(train: TrainConfig, device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.set_float32_matmul_precision(matmul_precision)
 
 
 def seed_everything(seed: int) -> None:
