@@ -55,6 +55,11 @@ OUTCOMES = (COMPLETED, EARLY_STOPPED, FAILED, NON_FINITE)
 DEV_PREFIX = "dev_"
 BEST_PREFIX = "best_dev_"
 TEST_PREFIX = "test_"  # the held-out split, scored once with the best dev state
+# A binary classifier's decision threshold on P(positive) tuned for F1 on its best dev predictions, the F1
+# there (best_dev_f1_tuned, test_f1_tuned) and the expected calibration error (best_dev_ece, test_ece).
+THRESHOLD_METRIC = "threshold"
+F1_TUNED = "f1_tuned"
+ECE = "ece"
 TRAIN_LOSS = "train_loss"
 EPOCH = "epoch"
 LEARNING_RATE = "learning_rate"

@@ -32,8 +32,6 @@ from dicelab.training.inputs import TrialInputs
 from dicelab.training.reporter import TrialResult
 from dicelab.training.runtime import autocast
 
-TEST_PREFIX = names.TEST_PREFIX
-
 
 def score_held_out(
     task: Task,
@@ -111,9 +109,7 @@ def decision_metrics(
     return metrics
 
 
-THRESHOLD = "threshold"  # the dev-tuned decision threshold on P(positive)
-F1_TUNED = "f1_tuned"  # F1 at the dev-tuned threshold
-ECE = "ece"  # expected calibration error (dicelab.tasks.metrics.expected_calibration_error)
+THRESHOLD, F1_TUNED, ECE = names.THRESHOLD_METRIC, names.F1_TUNED, names.ECE
 
 
 class ClassifierScores:
