@@ -3,6 +3,9 @@ threshold: checked against dicelab.stats on the logged values."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from dicelab.analysis import load_runs
@@ -33,8 +36,23 @@ def runs(module_sweep_log, module_tracking_uri):
             metrics["test_f1_tuned"] = (CE_TUNED if loss == "ce" else TEST[loss]) + w + 0.001 * (seed % 2)
             metrics["best_dev_f1_tuned"] = DEV[loss] + 0.01 + w
             metrics["threshold"] = 0.3 + seed / 100
-            log.trial(DEV[loss] + w + 0.001 * seed * (loss == "dsc"), loss=loss, seed=seed, metrics=metrics)
+            run_id = log.trial(
+                DEV[loss] + w + 0.001 * seed * (loss == "dsc"), loss=loss, seed=seed, metrics=metrics
+            )
+            log.client.log_text(run_id, predictions(seed), "predictions/test.jsonl")
     return load_runs("held-out", module_tracking_uri)
+
+
+def predictions(seed: int) -> str:
+    """Prediction records as the pair task writes them: P(positive) and the prediction at 0.5."""
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, 2, 60)
+    probability = np.clip(0.4 * gold + rng.uniform(0, 0.6, 60), 0, 1).round(4)
+    return "".join(
+        json.dumps({"index": i, "label": str(g), "prediction": str(int(p > 0.5)), "probability": float(p)})
+        + "\n"
+        for i, (g, p) in enumerate(zip(gold, probability, strict=True))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +139,32 @@ def test_without_a_test_split_ce_tuned_is_read_on_dev(sweep_log, tracking_uri):
     assert set(held.tuned["split"]) == {"dev"}
     assert tuned.loc[AT_TUNED, "difference"] == pytest.approx(1.0)  # 83+s vs 82+s
     assert tuned.loc[AT_DEFAULT, "difference"] == pytest.approx(3.0)
+
+
+def test_the_report_puts_test_beside_dev_and_draws_the_threshold_figures(runs, tmp_path):
+    from dicelab.analysis import build_report
+
+    report = build_report(runs, tmp_path / "report", AnalysisOptions(test="t"), log_to_mlflow=False)
+    text = report.markdown.read_text()
+    assert "## Dev and test" in text and "## Against CE with a tuned threshold" in text
+    assert "**Chosen on dev, judged on test:**" in text and "## Threshold and calibration" in text
+    figures = sorted(path.name.split("_")[0] for path in (report.directory / "figures").glob("*.png"))
+    assert {"threshold", "confusion", "reliability"} <= set(figures)
+    assert (report.directory / "threshold_comparisons.csv").is_file()
+    assert any("threshold tuned on dev" in line for line in report.decision)
+
+
+def test_confusion_counts_at_each_trials_threshold():
+    from sklearn.metrics import confusion_matrix
+
+    from dicelab.analysis.threshold_figures import _confusion, _positive_label
+
+    records = [json.loads(line) for line in predictions(3).splitlines()]
+    assert _positive_label(records) == "1"
+    gold = np.array([int(r["label"]) for r in records])
+    probability = np.array([r["probability"] for r in records])
+    at = _confusion([records, records], "1", [0.3, 0.7])
+    expected = confusion_matrix(gold, probability >= 0.3) + confusion_matrix(gold, probability >= 0.7)
+    np.testing.assert_array_equal(at, expected)
+    as_reported = _confusion([records], "1", None)
+    np.testing.assert_array_equal(as_reported, confusion_matrix(gold, probability > 0.5))

@@ -51,7 +51,7 @@ def held_out(obs: pd.DataFrame, decisions: Decisions, runs: RunSet, options: Ana
     comparison_rows: list[dict[str, Any]] = []
     tuned_rows: list[dict[str, Any]] = []
     for _, arena in decisions.arenas.iterrows():
-        group = _arena_rows(obs, arena)
+        group = arena_rows(obs, arena)
         metric = str(arena["metric"])
         test = _valued(group, names.test_metric(metric))
         dev_configs = _by_label(configurations(group, runs.param_columns))
@@ -78,7 +78,7 @@ def held_out(obs: pd.DataFrame, decisions: Decisions, runs: RunSet, options: Ana
     return HeldOut(pd.DataFrame(config_rows), pd.DataFrame(comparison_rows), pd.DataFrame(tuned_rows))
 
 
-def _arena_rows(obs: pd.DataFrame, arena: pd.Series) -> pd.DataFrame:
+def arena_rows(obs: pd.DataFrame, arena: pd.Series) -> pd.DataFrame:
     mask = (obs["experiment"] == arena["experiment"]) & (obs[TASK] == arena["task"])
     mask &= obs["metric"] == arena["metric"]
     if arena["variant"] != "all":

@@ -17,6 +17,7 @@ from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
+from dicelab.analysis.threshold_figures import threshold_figures
 from dicelab.errors import DicelabError
 from dicelab.files import unwritable_reason
 from dicelab.garbage import fewer_collections
@@ -90,6 +91,7 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
         *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs, ctx.held_out_statements),
         *sections.read_first(notes),
         *held_out_blocks(ctx.held_out, ctx.options),
+        *threshold_figures(ctx),
         Heading("How the numbers were made", 2),
         *sections.header(ctx),
         *sections.trials(ctx),
