@@ -168,3 +168,33 @@ def test_confusion_counts_at_each_trials_threshold():
     np.testing.assert_array_equal(at, expected)
     as_reported = _confusion([records], "1", None)
     np.testing.assert_array_equal(as_reported, confusion_matrix(gold, probability > 0.5))
+
+
+def test_the_sensitivity_table_compares_each_point_with_ce_tuned_on_dev(sweep_log, tracking_uri, tmp_path):
+    from dicelab.analysis import sections
+    from dicelab.analysis.context import ReportContext
+    from dicelab.analysis.document import Table
+
+    log = sweep_log("curve")
+    for seed in range(3):
+        log.trial(0.80 + seed / 100, loss="ce", seed=seed, metrics={"best_dev_f1_tuned": 0.82 + seed / 50})
+        for alpha, base in ((0.1, 0.83), (0.5, 0.85)):
+            log.trial(base + seed / 200, loss="dsc", seed=seed, params={"loss.alpha": alpha})
+    runs = load_runs("curve", tracking_uri)
+    options = AnalysisOptions(test="t")
+    ctx = ReportContext(runs, options, tmp_path)
+    try:
+        tables = [block for block in sections.sensitivity(ctx) if isinstance(block, Table)]
+    finally:
+        ctx.figures.wait()
+        ctx.close()
+    table = tables[0]
+    column = list(table.header).index("Δ vs CE, threshold tuned on dev")
+    ce_tuned = {seed: 82 + 2 * seed for seed in range(3)}
+    expected = [
+        compare({seed: 100 * (base + seed / 200) for seed in range(3)}, ce_tuned, test="t")
+        for base in (0.83, 0.85)
+    ]
+    assert [row[column] for row in table.rows] == [f"{e.difference:+.2f}" for e in expected]
+    adjusted = holm([e.p_value for e in expected])
+    assert [row[column + 1] for row in table.rows] == [f"{p:.3g}" for p in adjusted]

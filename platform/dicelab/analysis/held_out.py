@@ -374,3 +374,73 @@ def _sample(row: pd.Series) -> str:
 
 def _p(value: float) -> str:
     return "—" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def tuned_rival_deltas(
+    rows: pd.DataFrame,
+    lines: list[Any],
+    obs: pd.DataFrame,
+    decisions: Decisions,
+    runs: RunSet,
+    options: AnalysisOptions,
+) -> pd.DataFrame | None:
+    """For a sensitivity figure's points (`rows`, of the curve `lines`, dicelab.analysis.sensitivity): each
+    point against CE with its threshold tuned on dev, on dev as the curve is (CE's tuned F1 is tuned and
+    scored on the same predictions: it favours CE). Columns tuned_delta, tuned_low, tuned_high, tuned_paired,
+    tuned_p_holm (Holm over the figure's points), indexed as `rows`; None when no rival applies."""
+    if rows.empty or str(rows["metric"].iloc[0]) != "f1":
+        return None
+    by_label = {line.label: line for line in lines}
+    rivals: dict[tuple[Any, ...], Configuration | None] = {}
+    compared: list[tuple[Any, pd.DataFrame, pd.DataFrame]] = []
+    for index, point in rows.iterrows():
+        line = by_label.get(point["line"])
+        if line is None:
+            continue
+        key = (line.experiment, line.task, line.metric, line.variant)
+        if key not in rivals:
+            rivals[key] = _dev_tuned_rival(key, obs, decisions, runs)
+        rival = rivals[key]
+        if rival is None:
+            continue
+        trials = line.trials
+        cell = trials[trials[point["param"]] == point["x"]]
+        compared.append((index, cell, rival.trials))
+    if not compared:
+        return None
+    results = compare_trials_many([(cell, rival) for _, cell, rival in compared], options)
+    adjusted = holm([result.p_value for result in results])
+    return pd.DataFrame(
+        [
+            {
+                "tuned_delta": result.difference,
+                "tuned_low": result.low,
+                "tuned_high": result.high,
+                "tuned_paired": result.paired,
+                "tuned_p_holm": p_holm,
+            }
+            for result, p_holm in zip(results, adjusted, strict=True)
+        ],
+        index=[index for index, _, _ in compared],
+    ).reindex(rows.index)
+
+
+def _dev_tuned_rival(
+    key: tuple[Any, ...], obs: pd.DataFrame, decisions: Decisions, runs: RunSet
+) -> Configuration | None:
+    """The arena's baseline configuration valued at its dev-tuned F1 (best_dev_f1_tuned)."""
+    experiment, task, metric, variant = key
+    arenas = decisions.arenas
+    own = arenas[
+        (arenas["experiment"] == experiment)
+        & (arenas["task"] == task)
+        & (arenas["metric"] == metric)
+        & arenas["variant"].isin([variant, "all"])
+    ]
+    if own.empty or not own.iloc[0]["baseline"]:
+        return None
+    arena = own.iloc[0]
+    tuned = _valued(arena_rows(obs, arena), names.best_metric(names.F1_TUNED))
+    if tuned is None:
+        return None
+    return _by_label(configurations(tuned, runs.param_columns)).get(str(arena["baseline"]))
