@@ -160,3 +160,72 @@ def test_glue_binary_layout_label_set_even_when_train_has_one_class(make_config,
     write("glue/dev.tsv", MRPC_HEADER + "0\t1\t2\ta\tb\n")
     raw = load_raw(make_config(source="local", path=str(tmp_path / "glue")))
     assert raw.label_names == ["0", "1"]
+
+
+def test_a_test_split_is_read_and_fingerprinted(make_config, load_raw, pair_dir, write):
+    write("glue/test.tsv", pairs("1", "0"))
+    without = load_raw(make_config(source="local", path=str(pair_dir)))
+    raw = load_raw(
+        make_config(
+            source="local", path=str(pair_dir), splits={"train": "train", "dev": "dev", "test": "test"}
+        )
+    )
+    assert len(raw.splits["test"]) == 2
+    assert raw.fingerprint != without.fingerprint
+
+
+def test_only_train_dev_and_test_are_splits(make_config):
+    with pytest.raises(ValueError, match=r"splits\.validation"):
+        make_config(source="local", splits={"train": "train", "validation": "dev"})
+
+
+def test_dev_carved_from_train_is_stratified_seeded_and_fingerprinted(make_config, load_raw, write, tmp_path):
+    labels = ["1"] * 30 + ["0"] * 70
+    write("glue/train.tsv", pairs(*labels))
+    write("glue/dev.tsv", pairs("0", "1", "0"))
+    carved = {"carve_from": "train", "fraction": 0.2, "seed": 3}
+    splits = {"train": "train", "dev": carved, "test": "dev"}
+    raw = load_raw(make_config(source="local", path=str(tmp_path / "glue"), splits=splits))
+    assert (len(raw.train), len(raw.dev), len(raw.splits["test"])) == (80, 20, 3)
+    assert (raw.dev["label"] == "1").sum() == 6  # stratified: 30% positive, as train
+    assert not set(raw.dev["text_a"]) & set(raw.train["text_a"])  # a partition of the file
+    train_order = [int(text.split()[1]) for text in raw.train["text_a"]]
+    assert train_order == sorted(train_order)  # file order kept
+    again = load_raw(make_config(source="local", path=str(tmp_path / "glue"), splits=splits))
+    assert list(again.dev["text_a"]) == list(raw.dev["text_a"]) and again.fingerprint == raw.fingerprint
+    other = load_raw(
+        make_config(
+            source="local", path=str(tmp_path / "glue"), splits={**splits, "dev": {**carved, "seed": 4}}
+        )
+    )
+    assert list(other.dev["text_a"]) != list(raw.dev["text_a"]) and other.fingerprint != raw.fingerprint
+    # a train limit applies after carving: dev stays the same examples
+    limited = load_raw(
+        make_config(source="local", path=str(tmp_path / "glue"), splits=splits, max_train_examples=10)
+    )
+    assert list(limited.dev["text_a"]) == list(raw.dev["text_a"]) and len(limited.train) == 10
+
+
+def test_carving_errors(make_config, load_raw, pair_dir):
+    with pytest.raises(ValueError, match=r"splits\.dev\.carve_from: 'test' is not a split read"):
+        make_config(source="local", splits={"train": "train", "dev": {"carve_from": "test", "fraction": 0.1}})
+    with pytest.raises(DataError, match=r"train\.tsv: cannot carve 'dev' \(0\.1 of 8 examples"):
+        load_raw(
+            make_config(
+                source="local",
+                path=str(pair_dir),
+                splits={"train": "train", "dev": {"carve_from": "train", "fraction": 0.1}},
+            )
+        )
+
+
+def test_a_synthetic_source_maps_its_splits_by_name(make_config, load_raw):
+    splits = {"train": "train", "dev": {"carve_from": "train", "fraction": 0.25}, "test": "dev"}
+    config = make_config(splits=splits)
+    config.data.synthetic.n_train, config.data.synthetic.n_dev = 40, 12
+    raw = load_raw(config)
+    assert (len(raw.train), len(raw.dev), len(raw.splits["test"])) == (30, 10, 12)
+    with pytest.raises(
+        ConfigError, match=r"data\.splits\.test': source 'synthetic_pairs' has no split 'held'"
+    ):
+        load_raw(make_config(splits={"train": "train", "dev": "dev", "test": "held"}))

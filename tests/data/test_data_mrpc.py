@@ -22,3 +22,10 @@ def test_mrpc_through_the_local_source(mrpc_dir, make_config, load_raw):
     raw = load_raw(make_config(source="local", path=str(mrpc_dir)))
     assert raw.label_names == ["0", "1"]
     assert (len(raw.train), len(raw.dev)) == (3668, 408)
+
+
+def test_mrpc_dev_carved_from_train_and_the_labelled_dev_file_as_test(mrpc_dir, make_config, load_raw):
+    splits = {"train": "train", "dev": {"carve_from": "train", "fraction": 0.1}, "test": "dev"}
+    raw = load_raw(make_config(source="local", path=str(mrpc_dir), splits=splits))
+    assert (len(raw.train), len(raw.dev), len(raw.splits["test"])) == (3301, 367, 408)
+    assert (raw.dev["label"] == "1").mean() == pytest.approx(0.674, abs=2e-3)  # stratified

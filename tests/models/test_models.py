@@ -607,3 +607,26 @@ def test_the_pyfunc_class_imports_without_mlflows_type_hint_warning():
     )
     assert done.returncode == 0, done.stderr
     assert "type hint" not in done.stderr.lower(), done.stderr
+
+
+def test_predict_scores_a_labelled_file_as_the_trial_scored_its_split(saved_trials, tmp_path, capsys):
+    trial = saved_trials["pair_classification"]
+    dev = write_jsonl(tmp_path / "dev.jsonl", trial.inputs.dev_frame)
+    uri = f"runs:/{trial.run_id}/model"
+    assert main(["predict", uri, str(dev), "--tracking-uri", trial.store, "--metrics", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    logged = MlflowClient(trial.store).get_run(trial.run_id).data.metrics
+    for key, value in trial.result.best_metrics.items():
+        assert printed[key] == pytest.approx(value, abs=1e-6), key
+    # at the trial's own dev-tuned threshold: the tuned F1 and the calibration error it logged
+    assert printed["threshold"] == pytest.approx(logged["threshold"])
+    assert printed["f1_tuned"] == pytest.approx(logged["best_dev_f1_tuned"], abs=1e-6)
+    assert printed["ece"] == pytest.approx(logged["best_dev_ece"], abs=1e-6)
+    out = tmp_path / "out.jsonl"
+    args = [uri, str(dev), "--tracking-uri", trial.store, "--threshold", "0.5", "--out", str(out)]
+    assert main(["predict", *args]) == 0
+    assert len(out.read_text().splitlines()) == len(trial.inputs.dev_frame)
+    assert "threshold 0.5000" in capsys.readouterr().err
+    unlabelled = write_jsonl(tmp_path / "bare.jsonl", trial.inputs.dev_frame.drop(columns=["label"]))
+    assert main(["predict", uri, str(unlabelled), "--tracking-uri", trial.store, "--metrics"]) == 2
+    assert "--metrics needs gold labels" in capsys.readouterr().err

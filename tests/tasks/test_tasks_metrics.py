@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dicelab.tasks.metrics import (
@@ -135,3 +136,44 @@ def test_squad_1_1_scoring_follows_the_v1_1_script():
     assert token_f1("the big cat sat", ["cat sat down"], squad_v2=False) == pytest.approx(2 / 3)
     metrics = squad_metrics(["the", "paris"], [["The", "Paris"], ["Paris"]], with_negative=False)
     assert metrics == pytest.approx({"em": 1.0, "f1": 0.5})  # F1: 0 for "the" vs "The", 1 for "paris"
+
+
+def test_tuned_threshold_maximises_f1_as_a_scan_of_every_threshold_does():
+    from sklearn.metrics import f1_score
+
+    from dicelab.tasks.metrics import f1_at_threshold, tuned_threshold
+
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 2, 300)
+    probability = np.clip(0.35 * gold + rng.uniform(0, 0.7, 300), 0, 1).round(3)
+    threshold = tuned_threshold(gold, probability)
+    scanned = {t: f1_score(gold, probability >= t) for t in np.unique(probability)}
+    best = max(scanned.values())
+    assert f1_at_threshold(gold, probability, threshold) == pytest.approx(best)
+    assert threshold == min(t for t, f1 in scanned.items() if f1 == pytest.approx(best))
+    assert f1_at_threshold(gold, probability, 0.5) == pytest.approx(f1_score(gold, probability >= 0.5))
+    assert tuned_threshold(np.zeros(4, int), np.array([0.1, 0.9, 0.4, 0.6])) == 0.5
+
+
+def test_expected_calibration_error_weights_the_bins_of_calibration_curve():
+    from sklearn.calibration import calibration_curve
+
+    from dicelab.tasks.metrics import expected_calibration_error, reliability_bins
+
+    rng = np.random.default_rng(1)
+    probability = rng.uniform(0, 1, 500).round(2)  # many on the bin edges (0.2, 0.4, ...)
+    outcome = (rng.uniform(0, 1, 500) < probability**2).astype(int)
+    observed, predicted, counts = reliability_bins(outcome, probability, bins=10)
+    curve_true, curve_pred = calibration_curve(outcome, probability, n_bins=10)
+    np.testing.assert_allclose(observed, curve_true)
+    np.testing.assert_allclose(predicted, curve_pred)
+    # the counts belong to those bins: each bin's mean probability, recomputed from the counts, matches
+    order = np.argsort(probability, kind="stable")
+    bounds = np.cumsum(counts)[:-1]
+    recomputed = [part.mean() for part in np.split(probability[order], bounds)]
+    np.testing.assert_allclose(recomputed, curve_pred)
+    assert counts.sum() == 500
+    ece = expected_calibration_error(outcome, probability, bins=10)
+    assert ece == pytest.approx(np.sum(counts * np.abs(curve_true - curve_pred)) / 500)
+    assert expected_calibration_error([1, 0, 1, 0], [1.0, 0.0, 1.0, 0.0]) == 0.0
+    assert expected_calibration_error([1, 1, 1, 1], [0.5, 0.5, 0.5, 0.5]) == pytest.approx(0.5)

@@ -13,6 +13,7 @@ from dicelab.analysis._format import slug
 from dicelab.analysis.ablation import ablation_from_observations
 from dicelab.analysis.comparisons import BaselineFinder, Decisions, decisions_from_observations
 from dicelab.analysis.design import config_label, swept_params
+from dicelab.analysis.held_out import HeldOut, decision_statements, held_out
 from dicelab.analysis.importance import Importance, importance_from_observations
 from dicelab.analysis.observations import VARIANT, AnalysisOptions, metric_label, observations
 from dicelab.analysis.race import RaceRecord, race_records
@@ -31,6 +32,7 @@ class ReportContext:
     ablation: pd.DataFrame = field(init=False)
     decisions: Decisions = field(init=False)
     races: list[RaceRecord] = field(init=False)
+    held_out: HeldOut = field(init=False)  # dev beside test; the losses against CE with a tuned threshold
 
     def __post_init__(self) -> None:
         self.obs = observations(self.runs, self.options)
@@ -41,6 +43,11 @@ class ReportContext:
         self.ablation = ablation_from_observations(self.obs, self.runs, self.options)
         self.decisions = decisions_from_observations(self.obs, self.runs, self.options, finder)
         self.races = race_records(self.runs)
+        self.held_out = held_out(self.obs, self.decisions, self.runs, self.options)
+
+    def held_out_statements(self, arena: pd.Series) -> list[str]:
+        """The Decision's lines on held-out data and on CE with a tuned threshold (analysis.held_out)."""
+        return decision_statements(self.held_out, arena, self.options)
 
     @cached_property
     def importance(self) -> Importance:

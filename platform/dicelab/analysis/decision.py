@@ -5,6 +5,7 @@ and what those seeds would cost, how many trials fit on one GPU, a seed race's r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -56,9 +57,11 @@ def decision_blocks(
     races: list[RaceRecord],
     options: AnalysisOptions,
     trials: pd.DataFrame | None = None,
+    more: Callable[[pd.Series], list[str]] | None = None,
 ) -> list[Block]:
     """`trials`: the observations (a row per trial, with its cost metrics) the decision was made from; with
-    them the section says what it cost, what the next seeds would cost, and how many trials fit on a GPU."""
+    them the section says what it cost, what the next seeds would cost, and how many trials fit on a GPU.
+    `more`: an arena's further statements (held-out test, CE with a tuned threshold: analysis.held_out)."""
     blocks: list[Block] = [Heading("Decision")]
     arenas = decisions.arenas
     if arenas.empty:
@@ -68,7 +71,7 @@ def decision_blocks(
         rows = _rows_of(decisions.comparisons, arena)
         if titled:
             blocks.append(Heading(_arena_title(arena), 3))
-        blocks.append(Bullets(arena_statements(arena, rows, options, trials=trials)))
+        blocks.append(Bullets(arena_statements(arena, rows, options, trials=trials) + _more(more, arena)))
         if len(rows):
             blocks.append(_table(rows, options))
     costs = cost_statements(trials)
@@ -96,6 +99,7 @@ def decision_lines(
     races: list[RaceRecord],
     options: AnalysisOptions,
     trials: pd.DataFrame | None = None,
+    more: Callable[[pd.Series], list[str]] | None = None,
 ) -> list[str]:
     """The same decision as plain console lines."""
     lines = ["Decision"]
@@ -104,7 +108,9 @@ def decision_lines(
         rows = _rows_of(decisions.comparisons, arena)
         if titled:
             lines.append(f"  {_plain(_arena_title(arena))}")
-        statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE, trials)
+        statements = arena_statements(arena, rows, options, MAX_UNDECIDED_CONSOLE, trials) + _more(
+            more, arena
+        )
         lines += [f"  - {_plain(statement)}" for statement in statements]
     if decisions.arenas.empty:  # why, on the console too: the report lists the trials not counted
         why = exclusion_reasons(trials, options) if trials is not None else ""
@@ -191,6 +197,10 @@ def arena_statements(
             f"{minimum_pairs(options, family)} paired seeds with this test (seeds needed are sized for it)."
         )
     return statements
+
+
+def _more(more: Callable[[pd.Series], list[str]] | None, arena: pd.Series) -> list[str]:
+    return more(arena) if more is not None else []
 
 
 def cost_statements(trials: pd.DataFrame | None) -> list[str]:

@@ -12,10 +12,12 @@ from dicelab.analysis.caveats import caveats
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.decision import decision_blocks, decision_lines
 from dicelab.analysis.document import Document, Heading
+from dicelab.analysis.held_out import blocks as held_out_blocks
 from dicelab.analysis.observations import AnalysisOptions
 from dicelab.analysis.publishing import check_replaceable, default_report_dir, log_report, replace_dir
 from dicelab.analysis.runs import RunSet
 from dicelab.analysis.summary import summary_paragraph
+from dicelab.analysis.threshold_figures import threshold_figures
 from dicelab.errors import DicelabError
 from dicelab.files import unwritable_reason
 
@@ -62,7 +64,7 @@ def build_report(
         raise
     files = sorted(path for path in out.rglob("*") if path.is_file())
     logged = log_report(runs, out) if log_to_mlflow else None
-    decision = decision_lines(ctx.decisions, ctx.races, options, ctx.obs)
+    decision = decision_lines(ctx.decisions, ctx.races, options, ctx.obs, ctx.held_out_statements)
     ui = f"dicelab ui --experiment {runs.experiments[0]}"
     summary = summary_paragraph(ctx.decisions, options, ctx.obs, str(out / "report.html"), ui)
     return Report(out, out / "report.md", out / "report.html", files, logged, notes, decision, summary)
@@ -72,8 +74,10 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
     document = Document(f"dicelab report: {' vs '.join(ctx.runs.experiments)}")
     # the answer first (what won, by how much, how sure, at what cost), then what qualifies it, then the rest
     document.add(
-        *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs),
+        *decision_blocks(ctx.decisions, ctx.races, ctx.options, ctx.obs, ctx.held_out_statements),
         *sections.read_first(notes),
+        *held_out_blocks(ctx.held_out, ctx.options),
+        *threshold_figures(ctx),
         Heading("How the numbers were made", 2),
         *sections.header(ctx),
         *sections.trials(ctx),
@@ -90,6 +94,8 @@ def compose(ctx: ReportContext, notes: list[str]) -> Document:
         "sensitivity.csv": ctx.curves,
         "ablation.csv": ctx.ablation,
         "importance.csv": ctx.importance.table,
+        **({"held_out.csv": ctx.held_out.configurations} if ctx.held_out.has_test else {}),
+        **({"threshold_comparisons.csv": ctx.held_out.tuned} if len(ctx.held_out.tuned) else {}),
     }
     document.add(*sections.files(ctx, tables))
     return document

@@ -14,6 +14,7 @@ from dicelab.analysis._format import interval, number, signed
 from dicelab.analysis.context import ReportContext
 from dicelab.analysis.design import format_value, short_name, swept_params
 from dicelab.analysis.document import Block, Bullets, Heading, Image, Table, Text
+from dicelab.analysis.held_out import tuned_rival_deltas
 from dicelab.analysis.importance import FANOVA_DEPTH, FANOVA_TREES
 from dicelab.analysis.observations import (
     DEGENERATE,
@@ -280,11 +281,15 @@ def _sensitivity_figure(ctx: ReportContext, rows: pd.DataFrame, lines: list[Curv
     blocks.append(
         Bullets([optimum_sentence(line_rows, param) for _, line_rows in rows.groupby("line", sort=False)])
     )
-    blocks.append(_curve_table(ctx, rows, param))
+    tuned = tuned_rival_deltas(rows, lines, ctx.obs, ctx.decisions, ctx.runs, ctx.options)
+    blocks.append(_curve_table(ctx, rows, param, tuned))
     return blocks
 
 
-def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
+def _curve_table(
+    ctx: ReportContext, rows: pd.DataFrame, param: str, tuned: pd.DataFrame | None = None
+) -> Table:
+    """`tuned`: each point against CE with its threshold tuned on dev (analysis.held_out), when it applies."""
     show_paper = rows["paper"].notna().any()
     show_failed = bool((rows["n_failed"] + rows["n_degenerate"] + rows["n_missing"] > 0).any())
     show_delta = bool(rows["delta"].notna().any())
@@ -297,10 +302,13 @@ def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
             else f"`{ctx.options.baseline}` with the same settings"
         )
         header += [f"Δ vs {baselines}", f"{ctx.level} CI (paired)", "p (Holm)"]
+    show_tuned = tuned is not None and bool(tuned["tuned_delta"].notna().any())
+    if show_tuned:
+        header += ["Δ vs CE, threshold tuned on dev", "p (Holm)"]
     header += ["failed / degenerate / missing"] if show_failed else []
     header += ["paper"] if show_paper else []
     table_rows = []
-    for r in rows.itertuples():
+    for index, r in zip(rows.index, rows.itertuples(), strict=True):
         row = [r.line, format_value(r.x), str(r.n), number(r.mean), interval(r.ci_low, r.ci_high)]
         if show_delta:
             paired = "" if not math.isfinite(r.delta) or r.delta_paired else " (unpaired)"
@@ -308,6 +316,13 @@ def _curve_table(ctx: ReportContext, rows: pd.DataFrame, param: str) -> Table:
                 f"{r.delta:+.2f}{paired}" if math.isfinite(r.delta) else "",
                 interval(r.delta_low, r.delta_high, signed=True) if math.isfinite(r.delta) else "",
                 f"{r.delta_p_holm:.3g}" if math.isfinite(r.delta_p_holm) else "",
+            ]
+        if show_tuned:
+            t = tuned.loc[index]
+            unpaired = "" if not math.isfinite(t["tuned_delta"]) or t["tuned_paired"] else " (unpaired)"
+            row += [
+                f"{t['tuned_delta']:+.2f}{unpaired}" if math.isfinite(t["tuned_delta"]) else "",
+                f"{t['tuned_p_holm']:.3g}" if math.isfinite(t["tuned_p_holm"]) else "",
             ]
         row += [f"{r.n_failed} / {r.n_degenerate} / {r.n_missing}"] if show_failed else []
         row += [number(r.paper) if math.isfinite(r.paper) else ""] if show_paper else []

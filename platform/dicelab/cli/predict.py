@@ -7,17 +7,31 @@ sentence per line (`--format lines`). The output holds the task's prediction
 records: labels and probabilities (pairs, sentences), tags (tagging), entity spans (mrc_ner), answers (span
 extraction), with the gold fields when the input has them. Exit code 2, and no output file, on a bad model
 or input.
+
+An input with gold labels is also scored, as a sweep scores its test split (dicelab.training.held_out): the
+task's metrics, and for a binary classifier its calibration error (`ece`) and, at a decision threshold,
+`f1_tuned`; the threshold is `--threshold`, else the one the model's trial tuned on dev (its run's
+`threshold` metric, for a runs:/ or models:/ model). The metrics go to stderr after the predictions, or with
+`--metrics` to stdout as one JSON object instead of the predictions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dicelab.errors import DataError, TrackingError
 from dicelab.files import write_atomically
+from dicelab.tracking import conventions as names
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dicelab.models.saved import SavedModel
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner", "lines")
 
@@ -41,7 +55,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=batch_size, help="examples per batch (default: the trial's eval batch)"
     )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no metrics on stderr")
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="a labelled INPUT's metrics as one JSON object on stdout, instead of the predictions",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=probability,
+        help="binary classifiers, labelled INPUT: also score at this threshold on P(positive) "
+        "(default: the one the model's trial tuned on dev, when its run logged it)",
+    )
 
 
 def batch_size(text: str) -> int:
@@ -50,6 +75,14 @@ def batch_size(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"{number} is not a number of examples (1 or more)")
     return number
+
+
+def probability(text: str) -> float:
+    """--threshold's type: a probability."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a probability (0 to 1)")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,15 +103,87 @@ def run(args: argparse.Namespace) -> int:
     frame = read_input(source, model.family, model.task_name, args.format, model.config.data.columns)
     if frame.empty:  # an empty file, or a header alone: most likely the wrong file, not zero predictions
         raise DataError(f"{source}: no examples to predict on")
-    records = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet)
+    complete, has_gold = model.complete(frame)
+    if args.metrics and not has_gold:
+        raise DataError(f"{source}: --metrics needs gold labels in the input, and it has none")
+    if has_gold:
+        records, metrics = _scored(model, complete, args.batch_size, not args.quiet)
+        metrics |= _threshold_metrics(records, model, args.threshold, args.model, tracking_uri)
+    else:
+        records, metrics = model.predict(frame, batch_size=args.batch_size, progress=not args.quiet), {}
+    if args.metrics:
+        print(json.dumps(metrics))
+        return 0
     lines = "".join(json.dumps(record, ensure_ascii=False, default=str) + "\n" for record in records)
     if args.out is None:
         sys.stdout.write(lines)
-        return 0
-    write_atomically(Path(args.out), lines)
-    if not args.quiet:
-        print(f"{len(records)} predictions -> {args.out}", file=sys.stderr)
+    else:
+        write_atomically(Path(args.out), lines)
+        if not args.quiet:
+            print(f"{len(records)} predictions -> {args.out}", file=sys.stderr)
+    if metrics and not args.quiet:
+        shown = "  ".join(f"{key} {value:.4f}" for key, value in metrics.items())
+        print(f"metrics on {source.name} ({len(records)} examples): {shown}", file=sys.stderr)
     return 0
+
+
+def _scored(
+    model: SavedModel, frame: pd.DataFrame, batch_size: int | None, progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The records and metrics of the task's evaluation on a labelled frame (what SavedModel.predict runs,
+    keeping the metrics)."""
+    import torch
+
+    from dicelab.models.saved import ProgressBatches
+
+    features = model.task.encode(frame, model.tokenizer, model.config, model.label_names)
+    size = batch_size or model.config.train.eval_batch_size
+    batches = ProgressBatches(features, model.task.collate, size, progress=progress)
+    with torch.inference_mode():
+        result = model.task.evaluate(model.model, batches, features, frame, model.label_names)
+    return result.predictions, dict(result.metrics)
+
+
+def _threshold_metrics(
+    records: list[dict[str, Any]], model: SavedModel, threshold: float | None, uri: str, store: str | None
+) -> dict[str, float]:
+    """ece, and threshold / f1_tuned at `threshold` (else the trial's), of a binary classifier's records."""
+    from dicelab.tasks.metrics import expected_calibration_error, f1_at_threshold
+    from dicelab.training.held_out import classifier_scores
+
+    scores = classifier_scores(records, model.label_names)
+    if scores is None:
+        return {}
+    metrics = {names.ECE: expected_calibration_error(*scores.calibration)}
+    threshold = threshold if threshold is not None else _trial_threshold(uri, store)
+    if scores.binary and threshold is not None:
+        metrics[names.THRESHOLD_METRIC] = threshold
+        metrics[names.F1_TUNED] = f1_at_threshold(scores.gold, scores.probability, threshold)
+    return metrics
+
+
+def _trial_threshold(model: str, tracking_uri: str | None) -> float | None:
+    """The `threshold` metric of the run a runs:/ or models:/ model comes from, if it logged one."""
+    if tracking_uri is None:
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri)
+    path = model.removeprefix("runs:/").removeprefix("models:/")
+    try:
+        if model.startswith("runs:/"):
+            run_id = path.split("/", 1)[0]
+        elif "/" not in path:  # models:/<model_id>
+            run_id = client.get_logged_model(path).source_run_id
+        else:  # models:/<name>/<version>
+            name, version = path.rsplit("/", 1)
+            run_id = client.get_model_version(name, version).run_id
+        value = client.get_run(run_id).data.metrics.get(names.THRESHOLD_METRIC) if run_id else None
+    except MlflowException as error:  # the model loaded: its trial's threshold is optional
+        print(f"dicelab predict: no trial threshold ({error.message.splitlines()[0]})", file=sys.stderr)
+        return None
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _store(model: str, cli_uri: str | None) -> str | None:

@@ -15,6 +15,7 @@ from dicelab.config.reading import (
     read_yaml,
 )
 from dicelab.config.schema import (
+    CarvedSplit,
     DataConfig,
     ExperimentConfig,
     LossConfig,
@@ -27,6 +28,7 @@ from dicelab.config.schema import (
 )
 
 __all__ = [
+    "CarvedSplit",
     "DataConfig",
     "ExperimentConfig",
     "LossConfig",

@@ -52,12 +52,30 @@ def _label(value: Any) -> Any:
 Label = Annotated[str, BeforeValidator(_label)]
 
 
+class CarvedSplit(Section):
+    """A split carved from another one: a seeded random `fraction` of split `carve_from` (stratified by label
+    for pairs data), which that split then no longer holds. For datasets whose labelled files are only train
+    and dev (GLUE: the test files carry no labels): carve dev from train, and the labelled dev file is the
+    test."""
+
+    carve_from: Literal["train", "dev", "test"] = "train"
+    fraction: float = Field(..., gt=0.0, lt=1.0)
+    seed: int = 0
+
+
+SPLIT_NAMES = ("train", "dev", "test")  # what data.splits may name; train and dev are required
+
+
 class DataConfig(Section):
     source: str = "synthetic_pairs"  # registry name: hub | local | synthetic_pairs | synthetic_tagging | ...
     name: str | None = None  # hub dataset, e.g. "glue/mrpc" (source: hub)
     path: str | None = None  # local directory or file (source: local); relative to the working directory
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner"] = "auto"
-    splits: dict[str, str] = Field(default_factory=lambda: {"train": "train", "dev": "dev"})
+    # canonical split -> the source's split (a file name, a hub split) or a split carved from another one.
+    # train and dev are required; test is optional: every finished trial is scored on it once, at its end.
+    splits: dict[Literal["train", "dev", "test"], str | CarvedSplit] = Field(
+        default_factory=lambda: {"train": "train", "dev": "dev"}
+    )
     # canonical name -> column name in the source, or a 0-based column index (CoNLL, header-less TSV/CSV)
     columns: dict[str, str | int] = Field(default_factory=dict)
     labels: list[Label] | None = None  # the label set; inferred from the training split when omitted
@@ -69,6 +87,24 @@ class DataConfig(Section):
     variant_options: VariantOptions = Field(default_factory=VariantOptions)
     max_length: int = Field(128, ge=8, le=4096)
     cache_dir: str = ".dicelab/cache"
+
+    @model_validator(mode="after")
+    def _carved_splits(self) -> DataConfig:
+        for name, split in self.splits.items():
+            if not isinstance(split, CarvedSplit):
+                continue
+            source = self.splits.get(split.carve_from)
+            if split.carve_from == name or source is None or isinstance(source, CarvedSplit):
+                raise ValueError(
+                    f"splits.{name}.carve_from: {split.carve_from!r} is not a split read from the source "
+                    f"(read: {', '.join(k for k, v in self.splits.items() if isinstance(v, str)) or 'none'})"
+                )
+        return self
+
+    @property
+    def read_splits(self) -> dict[str, str]:
+        """The splits read from the source (canonical name -> the source's name), carved ones left out."""
+        return {name: split for name, split in self.splits.items() if isinstance(split, str)}
 
 
 class TaskConfig(Section):

@@ -156,3 +156,67 @@ def _token_f1(predicted: list[str], gold: list[str], squad_v2: bool) -> float:
 
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else 0.0
+
+
+# Expected calibration error: equal-width bins over [0, 1] (scikit-learn calibration_curve's "uniform"
+# strategy), 15 of them as Guo et al. (2017, "On Calibration of Modern Neural Networks").
+CALIBRATION_BINS = 15
+
+
+def tuned_threshold(gold: Sequence[int] | np.ndarray, probability: Sequence[float] | np.ndarray) -> float:
+    """The decision threshold on P(positive) that maximises F1 on (`gold`, `probability`): the point of
+    scikit-learn's precision_recall_curve with the highest F1 (the lowest such threshold on a tie). A point
+    predicts positive when probability >= threshold. 0.5 when `gold` has no positive (F1 is 0 everywhere)."""
+    from sklearn.metrics import precision_recall_curve
+
+    gold, probability = np.asarray(gold, dtype=np.int64), np.asarray(probability, dtype=np.float64)
+    if not gold.any():
+        return 0.5
+    precision, recall, thresholds = precision_recall_curve(gold, probability)
+    # the last point (precision 1, recall 0) has no threshold
+    precision, recall = precision[:-1], recall[:-1]
+    denominator = precision + recall
+    f1 = np.divide(2 * precision * recall, denominator, out=np.zeros_like(denominator), where=denominator > 0)
+    return float(thresholds[int(np.argmax(f1))])
+
+
+def f1_at_threshold(
+    gold: Sequence[int] | np.ndarray, probability: Sequence[float] | np.ndarray, threshold: float
+) -> float:
+    """F1 of the positive class when probability >= `threshold` predicts positive (scikit-learn f1_score)."""
+    from sklearn.metrics import f1_score
+
+    predicted = (np.asarray(probability, dtype=np.float64) >= threshold).astype(np.int64)
+    return float(f1_score(np.asarray(gold, dtype=np.int64), predicted, zero_division=0))
+
+
+def reliability_bins(
+    outcome: Sequence[int] | np.ndarray,
+    probability: Sequence[float] | np.ndarray,
+    bins: int = CALIBRATION_BINS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(observed frequency, mean probability, count) of each non-empty bin: scikit-learn's calibration_curve
+    (strategy "uniform": `bins` equal-width bins over [0, 1], each closed on the right, (0.2, 0.4], the first
+    [0, 1/bins]) and the counts of the same bins, which calibration_curve does not return."""
+    from sklearn.calibration import calibration_curve
+
+    outcome, probability = np.asarray(outcome, dtype=np.int64), np.asarray(probability, dtype=np.float64)
+    observed, predicted = calibration_curve(outcome, probability, n_bins=bins, strategy="uniform")
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    counts = np.bincount(np.searchsorted(edges[1:-1], probability), minlength=bins)  # as calibration_curve
+    return observed, predicted, counts[counts > 0]
+
+
+def expected_calibration_error(
+    outcome: Sequence[int] | np.ndarray,
+    probability: Sequence[float] | np.ndarray,
+    bins: int = CALIBRATION_BINS,
+) -> float:
+    """ECE: the mean over examples of |observed frequency - mean probability| of their bin
+    (`reliability_bins`), i.e. the bins' gaps weighted by their share of the examples. For a binary task,
+    `probability` is P(positive) and `outcome` the gold label; for a multi-class one, the probability of the
+    predicted class and whether the prediction is right (top-label calibration)."""
+    if len(outcome) == 0:
+        return 0.0
+    observed, predicted, counts = reliability_bins(outcome, probability, bins)
+    return float(np.sum(counts * np.abs(observed - predicted)) / counts.sum())

@@ -4,7 +4,8 @@
 - A parent run per sweep invocation (tag ROLE=parent), one nested child run per trial (ROLE=trial).
 - Child params are the flattened config: `loss.name`, `loss.alpha`, `data.variant`, `train.seed`, ...
 - Metrics at each evaluation: `dev_<metric>` (dev_f1, dev_precision, ...), plus `train_loss`, `epoch`,
-  `learning_rate`; at the end `best_dev_<metric>` and `best_step`.
+  `learning_rate`; at the end `best_dev_<metric>` and `best_step`, and when a test split exists
+  `test_<metric>` of the best state (dicelab.training.held_out; also `threshold`, `*_f1_tuned`, `*_ece`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ BACKBONE_COMMIT = "dicelab.backbone_commit"
 # A trial whose best evaluation predicts no positive / no entity / a single class: one line saying which.
 # Set on the trial's run; the sweep table and the analysis mark such trials and never average them silently.
 DEGENERATE = "dicelab.degenerate"
+# A finished trial whose test split could not be scored: one line saying why (its dev record stands).
+HELD_OUT_ERROR = "dicelab.held_out_error"
 # Seed racing: on the parent run, the race's decision; on a trial's run, "dropped" when its configuration
 # was eliminated (its finished seeds stay observations).
 RACE_DECISION = "dicelab.race.decision"
@@ -51,6 +54,12 @@ OUTCOMES = (COMPLETED, EARLY_STOPPED, FAILED, NON_FINITE)
 # Metric names
 DEV_PREFIX = "dev_"
 BEST_PREFIX = "best_dev_"
+TEST_PREFIX = "test_"  # the held-out split, scored once with the best dev state
+# A binary classifier's decision threshold on P(positive) tuned for F1 on its best dev predictions, the F1
+# there (best_dev_f1_tuned, test_f1_tuned) and the expected calibration error (best_dev_ece, test_ece).
+THRESHOLD_METRIC = "threshold"
+F1_TUNED = "f1_tuned"
+ECE = "ece"
 TRAIN_LOSS = "train_loss"
 EPOCH = "epoch"
 LEARNING_RATE = "learning_rate"
@@ -67,6 +76,7 @@ GPU_TOTAL_MEMORY_MB = "gpu/total_memory_mb"  # the trial's GPU's memory, CUDA on
 # Artifacts (paths inside a run)
 CONFIG_ARTIFACT = "config.yaml"  # the fully resolved config
 PREDICTIONS_ARTIFACT = "predictions/dev.jsonl"  # dev predictions of the best state
+TEST_PREDICTIONS_ARTIFACT = "predictions/test.jsonl"  # test predictions of the best state (a test split)
 CLASS_REPORT_ARTIFACT = "reports/per_class.json"  # per-class precision/recall/F1/support
 MANIFEST_ARTIFACT = "data/manifest.json"  # resampling manifest when data.variant != original
 REPORT_DIR = "report"  # analysis report on the sweep's parent run
@@ -78,6 +88,10 @@ def dev_metric(name: str) -> str:
 
 def best_metric(name: str) -> str:
     return f"{BEST_PREFIX}{name}"
+
+
+def test_metric(name: str) -> str:
+    return f"{TEST_PREFIX}{name}"
 
 
 def resource_hours(hours: float, unit: str, digits: int = 2) -> str:

@@ -38,6 +38,9 @@ class TrialInputs:
     class_counts: list[int]  # training-set counts per class, as the loss sees them (for wce)
     tokenizer_path: str  # a directory or hub id that AutoTokenizer loads
     features_cached: bool  # True when the features came from the cache
+    # the held-out split (data.splits.test), scored once at the end of a finished trial; None without one
+    test_frame: pd.DataFrame | None = None
+    test_features: datasets.Dataset | None = None
     _tokenizer: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -84,7 +87,8 @@ def prepare_inputs(config: ExperimentConfig) -> TrialInputs:
     def encode() -> dict[str, datasets.Dataset]:
         return {
             split: task.encode(raw.splits[split], tokenizer, config, raw.label_names)
-            for split in ("train", "dev")
+            for split in ("train", "dev", "test")
+            if split in raw.splits
         }
 
     features, hit = cached_features(key, encode, config.data.cache_dir)
@@ -100,5 +104,7 @@ def prepare_inputs(config: ExperimentConfig) -> TrialInputs:
         class_counts=task.class_counts(features["train"], raw.label_names),
         tokenizer_path=tokenizer.name_or_path,
         features_cached=hit,
+        test_frame=raw.splits.get("test"),
+        test_features=features.get("test"),
         _tokenizer=tokenizer,
     )

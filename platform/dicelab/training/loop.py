@@ -47,6 +47,7 @@ from dicelab.tasks.backbones import backbone_source
 from dicelab.tasks.base import EvalResult
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import State
+from dicelab.training.held_out import score_held_out
 from dicelab.training.inputs import TrialInputs, inputs_key, prepare_inputs
 from dicelab.training.optim import build_optimizer, build_scheduler
 from dicelab.training.plan import TrainingPlan
@@ -376,6 +377,7 @@ class Trial:
         return {
             "train_examples": self.plan.examples,
             "dev_examples": len(self.inputs.dev_features),
+            "test_examples": len(self.inputs.test_features) if self.inputs.test_features is not None else 0,
             "steps_total": self.plan.total_steps,
             "steps_per_epoch": self.plan.steps_per_epoch,
             "start_step": self.progress.step,
@@ -396,6 +398,10 @@ class Trial:
     ) -> TrialResult:
         """Measure what the trial used, free its model's memory, then report the outcome (exactly once)."""
         result = self.result(outcome, reason)
+        if outcome in (State.COMPLETED, State.EARLY_STOPPED):  # scored once, with the best state
+            score_held_out(
+                self.task, self.model, self.inputs, self.config.train, self.device, self.precision, result
+            )
         result.resource_metrics = {**meter.metrics(), names.SKIPPED_STEPS: float(self.progress.skipped_steps)}
         # The weights the result keeps (best_model_state) are CPU copies: the GPU copies can go now.
         del self.model, self.optimizer, self.scheduler, self.loss_fn, self.scaler

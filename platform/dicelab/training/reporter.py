@@ -52,6 +52,11 @@ class TrialResult:
     # What the trial used (dicelab.training.resources): cost/wall_seconds, cost/cpu_seconds, cost/gpu_seconds,
     # gpu/peak_memory_mb (CUDA only) and train_skipped_steps; set before on_end, whatever the outcome.
     resource_metrics: dict[str, float] = field(default_factory=dict)
+    # Scored once at the end of a finished trial (dicelab.training.held_out): test_<metric> of the best state
+    # when a test split exists, the dev-tuned threshold and calibration; its test EvalResult; or why not.
+    held_out_metrics: dict[str, float] = field(default_factory=dict)
+    test_eval_result: Any = field(default=None, repr=False)
+    held_out_error: str | None = None
 
 
 @dataclass

@@ -16,7 +16,7 @@ def hub(config: ExperimentConfig, family: Family) -> RawDataset:
         raise ConfigError("config key 'data.name': a hub dataset name is required for source 'hub'")
     loaded = load_hub_dataset(data.name)
     splits, label_names = {}, []
-    for split, hub_split in data.splits.items():
+    for split, hub_split in data.read_splits.items():
         splits[split], split_labels = hub_split_frame(loaded, data.name, hub_split, family, data.columns)
         label_names = label_names or split_labels
     return RawDataset(

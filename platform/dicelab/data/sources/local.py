@@ -22,7 +22,7 @@ def local(config: ExperimentConfig, family: Family) -> RawDataset:
         raise DataError(f"{directory}: cannot read (not a directory of split files)")
     splits = {
         split: read_located(split_file(directory, name), family, data.format, data.columns)
-        for split, name in data.splits.items()
+        for split, name in data.read_splits.items()
     }
     # A layout with a known label set (QQP, MRPC: 0/1) makes any other label an error, not a new class.
     label_names = splits["train"].attrs.get(LABEL_NAMES, []) if "train" in splits else []

@@ -92,6 +92,11 @@ class ConsoleReporter(Reporter):
         )
         if result.resource_metrics:
             self.console.print(usage_line(result.resource_metrics), highlight=False)
+        if result.held_out_metrics:
+            shown = "  ".join(f"{key} {value:.4f}" for key, value in result.held_out_metrics.items())
+            self.console.print(f"at the best state: {shown}", highlight=False)
+        if result.held_out_error:
+            self.console.print(f"[bold yellow]the test split was not scored[/]: {result.held_out_error}")
         if result.degenerate:
             self.console.print(
                 f"[bold yellow]warning: degenerate trial[/]: {result.degenerate}", highlight=False

@@ -117,6 +117,7 @@ class MlflowReporter(Reporter):
         if result.best_step is not None:
             final[names.BEST_STEP] = result.best_step
         final.update(result.resource_metrics)  # cost/*, gpu/peak_memory_mb, train_skipped_steps
+        final.update(result.held_out_metrics)  # test_*, threshold, best_dev_f1_tuned, *_ece
         self._log_metrics(final, result.steps)
         self._log_artifacts(result)
         tags: dict[str, str] = {}
@@ -124,6 +125,13 @@ class MlflowReporter(Reporter):
             self._save_model(result, tags)
         if result.degenerate:
             tags[names.DEGENERATE] = result.degenerate
+        if result.held_out_error:
+            tags[names.HELD_OUT_ERROR] = _truncate(result.held_out_error, MAX_TAG_VALUE_LENGTH)
+            print(
+                f"dicelab: the test split was not scored: {result.held_out_error}",
+                file=sys.stderr,
+                flush=True,
+            )
         if self.run is None:  # on_start failed after the run existed
             self.run = TrialRun.of(self.client, self.client.get_run(self.run_id))
         self.run.send(ENDING_EVENT[State(result.outcome)], reason=result.reason, tags=tags)
@@ -181,6 +189,10 @@ class MlflowReporter(Reporter):
                         json.dumps(record, ensure_ascii=False, default=str) for record in best.predictions
                     )
                     _write(root / names.PREDICTIONS_ARTIFACT, "".join(f"{line}\n" for line in lines))
+            test = result.test_eval_result
+            if test is not None and self.log_predictions:
+                lines = (json.dumps(record, ensure_ascii=False, default=str) for record in test.predictions)
+                _write(root / names.TEST_PREDICTIONS_ARTIFACT, "".join(f"{line}\n" for line in lines))
             self.client.log_artifacts(self.run_id, str(root))
 
 
