@@ -52,7 +52,7 @@ class RaceSettings:
     budget: int | None = None  # at most this many trials in all
     first_seed: int = 1
     higher_is_better: bool = True
-    time_budget_s: float | None = None  # seconds from the race's start: no seed starts that would end later
+    time_budget_s: float | None = None  # seconds from the sweep's start: no seed starts that would end later
 
     @property
     def alpha(self) -> float:
@@ -79,9 +79,10 @@ class Race:
     durations: list[float] = field(default_factory=list)  # seconds each recorded trial took, in order
     elapsed_s: float = 0.0  # seconds the race ran before this process took it over (a resumed sweep)
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    started_at: float | None = field(default=None, repr=False, compare=False)  # clock() at its start
 
     def __post_init__(self) -> None:
-        self._started_at = self.clock()
+        self._started_at = self.clock() if self.started_at is None else self.started_at
         self._trial_started: dict[str, float] = {}  # trial id -> clock() at its hand-out (this process)
         count = len(self.labels)
         self.results = self.results or [{} for _ in range(count)]

@@ -133,8 +133,10 @@ class SearchConfig(SpaceBlock):
     # trials' best evaluation, Tune, the race, the winner, `dicelab export` and the analysis follow it.
     # None: train.mode, else max. It becomes every trial's train.mode.
     mode: Literal["max", "min"] | None = None
-    # Seconds the sweep may run trials, from Tune's start: no trial starts after it (a race hands out no seed
-    # that would not end within it, judged by its trials' durations so far); running trials end as usual.
+    # Seconds the sweep may take, from its start (the driver reading the config, so a slow Ray start counts).
+    # A race hands out no seed that would not end within it (judged by its trials' durations so far) and its
+    # running trials end as usual; a sweep that does not race passes what is left to Tune's own
+    # `time_budget_s`, which stops the trials still running when it is spent.
     time_budget_s: float | None = Field(None, gt=0.0)
     seeds: list[int] | None = Field(None, min_length=1)  # every configuration runs once per seed (train.seed)
     racing: Racing | None = None  # instead of seeds: min_seeds for all, more only where undecided

@@ -31,6 +31,7 @@ import functools
 import itertools
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -256,6 +257,9 @@ class SweepPlan:
     loss_dimension: Dimension | None  # chooses the branch when there are several
     source: str
     warm: tuple[Point, ...] = ()  # search.start_from: configurations (no seed) evaluated first
+    # time.monotonic() when the sweep's driver read its config: search.time_budget_s counts from here, so
+    # a slow start (Ray, the inputs) is part of the budget the user waits for
+    started: float = field(default_factory=time.monotonic, compare=False)
     # trial overrides (JSON) -> validated config: each trial config is validated once per sweep, and the
     # cache filled by `plan_sweep` travels with the plan to the trials
     _validated: dict[str, ExperimentConfig] = field(default_factory=dict, compare=False, repr=False)
@@ -266,6 +270,11 @@ class SweepPlan:
         task's primary metric. `plan_sweep` makes `search.metric` the trials' `train.metric`."""
         metric = self.base["train"]["metric"]
         return None if metric == "auto" else metric
+
+    def time_left(self) -> float | None:
+        """Seconds of search.time_budget_s left (None: no budget)."""
+        budget = self.search.time_budget_s
+        return None if budget is None else budget - (time.monotonic() - self.started)
 
     @property
     def mode(self) -> str:

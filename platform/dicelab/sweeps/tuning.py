@@ -73,7 +73,15 @@ def race_searcher(plan: SweepPlan, metric: str, directory: Path) -> RaceSearcher
         **racing.model_dump(), higher_is_better=plan.mode == "max", time_budget_s=plan.search.time_budget_s
     )
     labels = [run_name(plan.trial_data(point)[1]) for point in points]
-    return RaceSearcher(Race(settings, labels), points, metric, plan.mode, directory)
+    race = Race(settings, labels, started_at=plan.started)  # the budget counts from the sweep's start
+    return RaceSearcher(race, points, metric, plan.mode, directory)
+
+
+def _tune_time_budget(plan: SweepPlan) -> float | None:
+    """Tune's time_budget_s for a sweep that does not race: what is left of search.time_budget_s (it counts
+    from the sweep's start, Tune's from its own)."""
+    left = plan.time_left()
+    return None if left is None or plan.racing is not None else max(1.0, left)
 
 
 def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
@@ -99,7 +107,7 @@ def tune_config(context: SweepContext, directory: Path) -> tune.TuneConfig:
         mode=plan.mode,
         # A race keeps its own time budget: it hands out no seed that would not end in time, and lets the
         # running ones end (Tune's would stop them mid-training).
-        time_budget_s=plan.search.time_budget_s if plan.racing is None else None,
+        time_budget_s=_tune_time_budget(plan),
         search_alg=search_algorithm(plan, context.metric, directory),
         scheduler=scheduler(plan, plan.base["train"]["epochs"]),
         num_samples=plan.algorithm.num_samples(plan),
