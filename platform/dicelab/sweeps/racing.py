@@ -83,6 +83,9 @@ class Race:
 
     def __post_init__(self) -> None:
         self._started_at = self.clock() if self.started_at is None else self.started_at
+        # the time it had run at its last hand-out or result: what its state records, so that the state is
+        # a function of what happened (not of when it is read)
+        self._elapsed_at_event = self.elapsed_s
         self._trial_started: dict[str, float] = {}  # trial id -> clock() at its hand-out (this process)
         count = len(self.labels)
         self.results = self.results or [{} for _ in range(count)]
@@ -120,6 +123,7 @@ class Race:
         """(configuration, seed) to start as `trial_id`; None: wait for results; FINISHED: decided."""
         if self.decision is not None:
             return FINISHED
+        self._elapsed_at_event = self.elapsed()
         index = self._next_wanting()
         if index is not None and not self._fits():
             if self.pending:
@@ -184,6 +188,7 @@ class Race:
         if trial_id not in self.trials or trial_id not in self.pending:
             return []  # not a trial of this race, or recorded already (a resumed sweep reports it again)
         self.pending.remove(trial_id)
+        self._elapsed_at_event = self.elapsed()
         started = self._trial_started.pop(trial_id, None)
         if started is not None:
             self.durations.append(self.clock() - started)
@@ -485,7 +490,7 @@ class Race:
             "events": self.events,
             "decision": self.decision,
             "durations": self.durations,
-            "elapsed_s": self.elapsed(),
+            "elapsed_s": self._elapsed_at_event,
             "configurations": [
                 {"label": label, "status": status, "seeds": len(self.results[i]), "mean": self.mean(i)}
                 for i, (label, status) in enumerate(zip(self.labels, self.status, strict=True))
