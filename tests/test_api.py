@@ -172,6 +172,37 @@ def test_a_sweep_returns_its_runs_decision_winner_and_cost(kernel):
     assert facts["warnings"] == []
 
 
+def test_load_sweep_of_the_finished_sweep_equals_what_sweep_returned(kernel):
+    facts = kernel.run(
+        """
+        import json
+        import yaml
+
+        _again = dicelab.load_sweep(result.name, result.sweep_id, tracking_uri=result.tracking_uri)
+        _newest = dicelab.load_sweep(result.name, tracking_uri=result.tracking_uri)
+        _text = dicelab.export(result.name, sweep_id=result.sweep_id, tracking_uri=result.tracking_uri)
+        print(json.dumps({
+            "equal": _again == result, "newest": _newest == result, "sweep_id": _again.sweep_id,
+            "best_config": result.best_config, "exported": yaml.safe_load(_text),
+            "best_value": result.best_value, "metric": result.metric, "mode": result.mode,
+            "winner_best": MlflowClient(result.tracking_uri).get_run(result.winner_run_id)
+                .data.metrics["best_dev_" + result.metric],
+            "verdicts": result.decision.verdicts.to_dict("records"), "best": result.decision.best,
+            "lines": list(_again.decision), "trials": len(_again.trials),
+        }))
+        """
+    )
+    assert facts["equal"] and facts["newest"]
+    assert facts["best_config"] == facts["exported"] and facts["best_config"]["train"]["seed"] >= 1
+    assert (facts["metric"], facts["mode"]) == ("f1", "max")
+    assert facts["best_value"] == facts["winner_best"]
+    assert facts["trials"] == 6 and facts["lines"][0] == "Decision"
+    assert facts["verdicts"] and all(
+        {"difference", "low", "high", "p_value", "p_holm", "verdict"} <= set(row) for row in facts["verdicts"]
+    )
+    assert any(facts["best"] in line for line in facts["lines"])
+
+
 def test_the_winners_model_predicts_with_mlflow_pyfunc(kernel):
     # `model`: the notebook's mlflow.pyfunc.load_model(result.winner_model_uri); `pairs`: two new pairs
     facts = kernel.run(

@@ -3,9 +3,12 @@
     import dicelab
 
     result = dicelab.sweep("experiments/quickstart.yaml", overrides={"train.epochs": 2})
-    result.runs              # pandas DataFrame: a row per trial (params, metrics, outcome)
-    result.decision          # the analysis's decision, as lines
+    result.best_config       # the winner's resolved config (a dict: what `dicelab export` writes)
+    result.best_value        # its best dev value of result.metric (result.mode: max or min)
+    result.trials            # pandas DataFrame: a row per trial (params, metrics, outcome)
+    result.decision          # the analysis's Decision: its lines, and .verdicts / .comparisons structured
     result.winner_model_uri  # the winner's MLflow model ("models:/m-..."), for mlflow.pyfunc.load_model
+    result == dicelab.load_sweep(result.name, result.sweep_id)  # a finished sweep, reloaded from MLflow
     report = dicelab.analyze(result.name)  # report.md / report.html, logged to the sweep's parent run
 
 The functions do what `dicelab trial`, `dicelab sweep`, `dicelab analyze` and `dicelab export` do, through the
@@ -33,9 +36,8 @@ from dicelab.config import ExperimentConfig, config_to_yaml
 from dicelab.tracking import conventions as names
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from dicelab.analysis import Report
+    from dicelab.analysis.sweep_result import SweepResult
 
 ConfigSource = str | Path | Mapping[str, Any] | ExperimentConfig
 Overrides = Mapping[str, Any] | Sequence[str] | None
@@ -81,41 +83,6 @@ class TrialResult:
         if self.degenerate:
             rows.append(("warning", self.degenerate))
         return _html_table(f"trial {self.config.name}", rows)
-
-
-@dataclass
-class SweepResult:
-    """What a sweep ended with: its trials, the analysis's decision, the winner and what it cost."""
-
-    name: str  # the sweep's name and MLflow experiment
-    sweep_id: str
-    exit_code: int  # as `dicelab sweep`: 0 a trial succeeded, 1 every trial failed, 130 interrupted
-    metric: str
-    tracking_uri: str
-    parent_run_id: str
-    runs: pd.DataFrame = field(repr=False)  # a row per trial (analysis's table: params, metrics, outcome)
-    decision: list[str]  # the Decision section of the analysis, as lines
-    race_decision: str | None  # the seed race's own decision, when the sweep raced
-    winner_run_id: str | None
-    winner_model_uri: str | None  # search.save_model's model of the winner (None: not saved)
-    cost: dict[str, float]  # wall_seconds (the call), model_seconds (saving the model), parent's cost/*
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def interrupted(self) -> bool:
-        return self.exit_code == 130
-
-    def _repr_html_(self) -> str:
-        counts = self.runs["outcome"].value_counts() if len(self.runs) else {}
-        rows = [
-            ("trials", ", ".join(f"{n} {outcome}" for outcome, n in dict(counts).items()) or "none"),
-            ("decision", "<br>".join(html.escape(line) for line in self.decision)),
-            ("winner's model", self.winner_model_uri or "not saved"),
-            ("cost", ", ".join(f"{key} {value:.4g}" for key, value in self.cost.items())),
-        ]
-        if self.race_decision:
-            rows.insert(2, ("seed race", self.race_decision))
-        return _html_table(f"sweep {self.name} ({self.sweep_id})", rows, frozenset({"decision"}))
 
 
 def trial(
@@ -173,8 +140,8 @@ def sweep(
     progress: Progress | None = None,
     verbose: bool = False,
 ) -> SweepResult:
-    """Run a sweep (as `dicelab sweep`) on a private local Ray, or on the cluster at `address`, and read its
-    trials and decision back from MLflow."""
+    """Run a sweep (as `dicelab sweep`) on a private local Ray, or on the cluster at `address`, and read it
+    back from MLflow as a SweepResult (what `load_sweep` returns for it later: the two are equal)."""
     from dicelab.config import read_config
     from dicelab.errors import ConfigError
 
@@ -196,30 +163,29 @@ def sweep(
         register=register,
     )
     outcome = execute_sweep(options, _console(progress, verbose) or _silent())
-    wall = time.monotonic() - started
     from mlflow import MlflowClient
+    from mlflow.entities import Metric
 
-    from dicelab.analysis import load_runs
+    from dicelab.analysis.sweep_result import MODEL_SECONDS, read_sweep
 
-    runs = load_runs(outcome.name, outcome.tracking_uri, sweep_ids=[outcome.sweep_id])
-    parent = MlflowClient(outcome.tracking_uri).get_run(outcome.parent_run_id)
-    cost = {"wall_seconds": wall, "model_seconds": outcome.model_seconds}
-    cost |= {key: value for key, value in parent.data.metrics.items() if key.startswith("cost/")}
-    return SweepResult(
-        name=outcome.name,
-        sweep_id=outcome.sweep_id,
-        exit_code=outcome.exit_code,
-        metric=outcome.metric,
-        tracking_uri=outcome.tracking_uri,
-        parent_run_id=outcome.parent_run_id,
-        runs=runs.trials,
-        decision=_decision_lines(runs),
-        race_decision=outcome.race_decision,
-        winner_run_id=outcome.winner_run_id,
-        winner_model_uri=outcome.winner_model_uri,
-        cost=cost,
-        warnings=list(outcome.warnings),
+    # what the call took, kept on the parent run beside its cost/*: a reloaded sweep reports the same cost
+    now = int(time.time() * 1000)
+    spent = {names.COST_WALL_SECONDS: time.monotonic() - started, MODEL_SECONDS: outcome.model_seconds}
+    MlflowClient(outcome.tracking_uri).log_batch(
+        outcome.parent_run_id, metrics=[Metric(key, value, now, 0) for key, value in spent.items()]
     )
+    result = read_sweep(outcome.name, outcome.sweep_id, outcome.tracking_uri)
+    result.exit_code = outcome.exit_code  # 130 when interrupted, whatever the parent's status says
+    result.warnings = list(outcome.warnings)
+    return result
+
+
+def load_sweep(experiment: str, sweep_id: str | None = None, tracking_uri: str | None = None) -> SweepResult:
+    """A finished sweep of `experiment` (`sweep_id`; None: its newest) read back from MLflow: the object
+    `sweep` returned for it (Optuna's `optuna.load_study`, Ray Tune's `Tuner.restore(...).get_results()`)."""
+    from dicelab.analysis.sweep_result import read_sweep
+
+    return read_sweep(experiment, sweep_id, tracking_uri)
 
 
 def analyze(
@@ -357,20 +323,13 @@ def _silent() -> Console:
     return Console(file=io.StringIO(), force_terminal=False, force_jupyter=False)
 
 
-def _decision_lines(runs: Any) -> list[str]:
-    """The analysis's Decision section, as `dicelab analyze` prints it (no report written)."""
-    from dicelab.analysis import AnalysisOptions
-    from dicelab.analysis.analyze import race_test
-    from dicelab.analysis.comparisons import decisions_from_observations
-    from dicelab.analysis.decision import decision_lines
-    from dicelab.analysis.observations import observations
-    from dicelab.analysis.race import race_records
+def __getattr__(name: str) -> Any:
+    """`SweepResult` and `Decision` from the analysis layer, imported on first use (pandas, MLflow)."""
+    if name in ("SweepResult", "Decision"):
+        from dicelab.analysis import sweep_result
 
-    if runs.trials.empty:
-        return []
-    options = AnalysisOptions(test=race_test(runs) or "permutation")  # type: ignore[arg-type]
-    obs = observations(runs, options)  # per trial: the Decision's cost lines read it, as the report's do
-    return decision_lines(decisions_from_observations(obs, runs, options), race_records(runs), options, obs)
+        return getattr(sweep_result, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _number(value: float | None) -> str:

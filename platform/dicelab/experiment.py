@@ -54,6 +54,12 @@ def check_experiment(config: ExperimentConfig, source: str = "<config>") -> None
 
     if config.task.name not in TASKS:
         fail("task.name", f"unknown task {config.task.name!r} (allowed: {', '.join(TASKS.names())})")
+    metric = config.train.metric
+    logged = getattr(TASKS.get(config.task.name), "metrics", None)  # a task that does not say: its first eval
+    if metric != "auto" and logged is not None and metric not in logged:
+        fail(
+            "train.metric", f"{config.task.name} logs no dev metric {metric!r} (it logs: {', '.join(logged)})"
+        )
 
 
 def _loss_key(message: str) -> str:

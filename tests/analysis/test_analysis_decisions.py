@@ -2,6 +2,7 @@
 
 import dataclasses
 import itertools
+import json
 import math
 import re
 
@@ -125,10 +126,12 @@ def test_ablation_rows_carry_the_paired_comparison_with_ce(runs, table):
     assert dsc["verdict"] == "better" and cells.loc["ce", "verdict"] == ""
 
 
-def sweep_of(log, values: dict[str, dict[int, float | None]]) -> None:
-    for loss, per_seed in values.items():
-        for seed, value in per_seed.items():
-            log.trial(value, loss=loss, seed=seed)
+def sweep_of(log, values: dict[str, dict[int, float | None]], **trial) -> dict[tuple[str, int], str]:
+    return {
+        (loss, seed): log.trial(value, loss=loss, seed=seed, **trial)
+        for loss, per_seed in values.items()
+        for seed, value in per_seed.items()
+    }
 
 
 def test_identical_samples_are_no_difference(tracking_uri, sweep_log):
@@ -377,3 +380,64 @@ def test_a_sweep_of_many_configurations_names_a_few_and_counts_the_rest(tracking
         s for s in arena_statements(undecided.arenas.iloc[0], rows, exact) if s.startswith("Undecided")
     )
     assert first.startswith(f"Undecided: `{nearest['candidate']}` vs `{nearest['reference']}`: "), first
+
+
+def test_mode_min_makes_the_lowest_mean_the_best_and_lower_better(tracking_uri, sweep_log):
+    log = sweep_log("minimised")
+    sweep_of(
+        log,
+        {"ce": {1: 0.40, 2: 0.41, 3: 0.39, 4: 0.40}, "dsc": {1: 0.50, 2: 0.52, 3: 0.49, 4: 0.51}},
+        metric="log_loss",
+        params={"train.mode": "min"},
+    )
+    found = decisions(load_runs("minimised", tracking_uri), AnalysisOptions(test="t"))
+    arena = found.arenas.iloc[0]
+    assert (arena["best"], arena["mode"]) == ("ce", "min")
+    row = found.comparisons.set_index(["candidate", "reference"]).loc[("dsc", "ce")]
+    assert row["difference"] > 0 and row["verdict"] == "worse"  # a higher loss is worse
+
+
+def test_a_configuration_the_race_dropped_is_never_undecided_in_the_decision(tracking_uri, sweep_log):
+    """The race dropped ce against dsc at a look where ce was the only rival ready (paired t, Holm over a
+    family of one: p = 0.034); the Decision's own family holds three comparisons, where the same pair would
+    be undecided (3 x 0.034). It keeps the drop as the race made it."""
+    log = sweep_log("raced-agree")
+    values = {
+        "ce": {1: 0.790, 2: 0.800, 3: 0.791},
+        "focal": {1: 0.805, 2: 0.790, 3: 0.812, 4: 0.800},
+        "dsc": {1: 0.800, 2: 0.812, 3: 0.797, 4: 0.806},
+    }
+    ids = sweep_of(log, values)
+    ce, dsc = np.array(list(values["ce"].values())), np.array([values["dsc"][s] for s in (1, 2, 3)])
+    test = stats.ttest_rel(ce, dsc)
+    low, high = test.confidence_interval()
+    event = {"leader": "dsc", "paired": True, "n": 3, "difference": float((ce - dsc).mean())}
+    event |= {"low": float(low), "high": float(high), "p": float(test.pvalue), "p_holm": float(test.pvalue)}
+    event |= {"family": 1, "test": "paired t test", "why": "decided worse than the leader"}
+    for (loss, _seed), run_id in ids.items():
+        log.client.set_tag(run_id, names.RACE_CONFIGURATION, loss)
+        log.client.set_tag(run_id, names.RACE_STATUS, "dropped" if loss == "ce" else "undecided")
+        if loss == "ce":
+            log.client.set_tag(run_id, names.RACE_ELIMINATION, json.dumps(event))
+    log.client.set_tag(log.parent_id, names.RACE_DECISION, "budget spent: dsc leads")
+    runs = load_runs("raced-agree", tracking_uri)
+    options = AnalysisOptions(test="t")
+    found = decisions(runs, options)
+    rows = found.comparisons
+    with_ce = rows[(rows["candidate"] == "ce") | (rows["reference"] == "ce")]
+    race_row = with_ce[with_ce["against"] == "race"].iloc[0]
+    assert (race_row["candidate"], race_row["reference"], race_row["verdict"]) == ("ce", "dsc", "worse")
+    assert race_row["p_holm"] == pytest.approx(test.pvalue) and test.pvalue < 0.05
+    assert race_row["family"] == 1
+    assert race_row["difference"] == pytest.approx(-0.93, abs=0.01)  # in the decision's unit (points)
+    assert not ((with_ce["against"] == "best") & (with_ce["verdict"] == "no detectable difference")).any()
+    assert found.arenas.iloc[0]["best"] == "dsc"
+    lines = decision_lines(found, [], options, observations(runs, options))
+    beats = next(line for line in lines if "It beats" in line)
+    assert "ce by +0.93" in beats and "decided by the seed race" in beats, lines
+    assert not any("Undecided" in line and " ce " in f"{line} " for line in lines), lines
+    assert any("keeps the race's verdict" in line for line in lines)
+    # tested afresh within the Decision's family of three, the same pair would be undecided
+    untagged = dataclasses.replace(runs, trials=runs.trials.drop(columns="race_elimination"))
+    again = decisions(untagged, options).comparisons.set_index(["candidate", "reference"])
+    assert again.loc[("dsc", "ce"), "verdict"] == "no detectable difference"

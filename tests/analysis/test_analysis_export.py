@@ -103,3 +103,19 @@ def test_no_store_is_one_line_exit_2(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'missing' / 'mlflow.db'}"
     assert main(["export", "--experiment", "exp", "--tracking-uri", uri, "--out", str(out)]) == 2
     assert "no MLflow store" in capsys.readouterr().err and not out.exists()
+
+
+def test_mode_min_exports_the_lowest_configuration_and_its_lowest_seed(tracking_uri, sweep_log):
+    """A sweep that minimised the dev cross entropy (search.mode: min, every trial's train.mode)."""
+    log = sweep_log("loss-min")
+    values = {"ce": (0.41, 0.39), "dice": (0.55, 0.50), "focal": (0.30, 0.60)}  # focal: one lucky seed
+    ids = {}
+    for loss, pair in values.items():
+        for seed, value in enumerate(pair, 1):
+            run_id = log.trial(value, loss=loss, seed=seed, metric="log_loss", params={"train.mode": "min"})
+            log.client.log_text(run_id, trial_config(loss, seed), names.CONFIG_ARTIFACT)
+            ids[loss, seed] = run_id
+    winner = find_winner("loss-min", tracking_uri)
+    assert (winner.run_id, winner.configuration, winner.seed, winner.mode) == (ids["ce", 2], "ce", 2, "min")
+    assert winner.value == pytest.approx(0.39) and winner.metric == "log_loss"
+    assert "(the lowest: mode min)" in winner_config(winner)

@@ -101,6 +101,7 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "eval_every_steps": None,
         "early_stopping_patience": None,
         "metric": "f1",
+        "mode": None,
         "device": "cpu",
         "precision": "fp32",
         "num_threads": 1,
@@ -162,4 +163,10 @@ def test_golden_trial(tmp_path: Path) -> None:
         rtol = LOSS_RTOL if seen["step"] <= TIGHT_STEPS else DRIFT_RTOL
         assert seen["train_loss"] == pytest.approx(stored["train_loss"], rel=rtol), seen["step"]
     assert observed["best_step"] == golden["best_step"]
-    assert observed["final_metrics"] == pytest.approx(golden["final_metrics"], abs=METRIC_ATOL)
+    # scores counting right and wrong predictions are exact; the dev cross entropy drifts with the losses
+    continuous = {"log_loss"}
+    observed_counts = {k: v for k, v in observed["final_metrics"].items() if k not in continuous}
+    golden_counts = {k: v for k, v in golden["final_metrics"].items() if k not in continuous}
+    assert observed_counts == pytest.approx(golden_counts, abs=METRIC_ATOL)
+    for key in continuous:
+        assert observed["final_metrics"][key] == pytest.approx(golden["final_metrics"][key], rel=DRIFT_RTOL)

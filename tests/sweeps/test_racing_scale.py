@@ -110,6 +110,7 @@ class PlainRace(Race):
                 "high": comparison.high,
                 "p": comparison.p_value,
                 "p_holm": p_holm,
+                "family": sum(math.isfinite(c.p_value) for c in comparisons),
                 "test": comparison.test,
                 "why": "no usable seed (failed or degenerate)"
                 if failed_out

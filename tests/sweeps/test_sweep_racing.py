@@ -12,7 +12,16 @@ import pytest
 from scipy import stats
 from tests.sweeps.test_sweep_space import config_error, plan_of
 
-from dicelab.sweeps.racing import BUDGET, DROPPED, EQUIVALENT, FINISHED, SEPARATED, Race, RaceSettings
+from dicelab.sweeps.racing import (
+    BUDGET,
+    DROPPED,
+    EQUIVALENT,
+    FINISHED,
+    SEPARATED,
+    TIME,
+    Race,
+    RaceSettings,
+)
 
 CONFIGS = {"space": {"loss.name": {"grid": ["ce", "dice", "dsc"]}}}
 
@@ -175,7 +184,10 @@ def test_searcher_gives_points_with_seeds_and_saves_its_state(tmp_path):
     searcher.save(str(path))
     again = search_algorithm(plan, "f1", tmp_path / "other")
     again.restore(str(path))
-    assert again.race.state() == searcher.race.state()
+    restored, kept = again.race.state(), searcher.race.state()
+    # the time it ran goes on from the saved time (the clock runs between the two reads)
+    assert restored.pop("elapsed_s") == pytest.approx(kept.pop("elapsed_s"), abs=5.0)
+    assert restored == kept
     assert pickle.loads(path.read_bytes())["race"]["trials"]
     nxt = again.suggest("t7")
     assert nxt["point"]["train.seed"] == 3  # equal differences on every seed: t undefined, undecided
@@ -235,3 +247,84 @@ def test_elimination_lines_say_the_evidence_or_why_there_is_none():
         "high": -0.0001, "leader": "dsc", "p_holm": 0.0456, "n": 5, "test": "paired t test",
     }  # fmt: skip
     assert "[-0.0075, -0.0001], p(Holm) 0.0456, n=5, paired t test" in elimination_line(event)
+
+
+# -- the time budget, on recorded timelines (an injected clock) --------------------------------------------
+
+
+class Timeline:
+    """A machine's recorded timeline: every trial takes `seconds`, `concurrent` run at once."""
+
+    def __init__(self, seconds: float, concurrent: int = 2):
+        self.now, self.seconds, self.concurrent = 0.0, seconds, concurrent
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self, race: Race, score) -> list[tuple[float, float]]:
+        """Drive the race to its end as Tune would; the (start, end) of every trial."""
+        running: dict[str, tuple[float, int, int]] = {}  # trial id -> (end, configuration, seed)
+        spans, counter = [], 0
+        while True:
+            while len(running) < self.concurrent:
+                chosen = race.next_trial(f"t{counter}")
+                if chosen is None or chosen == FINISHED:
+                    break
+                running[f"t{counter}"] = (self.now + self.seconds, *chosen)
+                spans.append((self.now, self.now + self.seconds))
+                counter += 1
+            if not running:
+                return spans
+            trial_id = min(running, key=lambda t: running[t][0])
+            end, index, seed = running.pop(trial_id)
+            self.now = end
+            race.record(trial_id, score(index, seed))
+
+
+def close_scores(index: int, seed: int) -> float:
+    """Three configurations no handful of seeds separates."""
+    return 80.0 + 0.05 * index + np.random.default_rng(100 * index + seed).normal(0, 2.0)
+
+
+@pytest.mark.parametrize("seconds", [10.0, 40.0])
+def test_a_time_budget_stops_the_race_on_a_fast_and_a_slow_machine(seconds):
+    timeline = Timeline(seconds)
+    race = Race(settings(max_seeds=50, time_budget_s=180.0), ["a", "b", "c"], clock=timeline.clock)
+    spans = timeline.run(race, close_scores)
+    assert race.decision["reason"] == TIME and "time budget spent" in race.decision["summary"]
+    assert all(end <= 180.0 for _, end in spans)  # no seed was started that could not end in time
+    # it kept adding seeds while the budget allowed: the next one would not have ended in time
+    assert spans[-1][1] + seconds > 180.0 - seconds
+    assert len(race.trials) == len(spans) < 150
+
+
+def test_a_faster_machine_gets_more_paired_seeds_in_the_same_budget():
+    counts = []
+    for seconds in (10.0, 40.0):
+        timeline = Timeline(seconds)
+        race = Race(settings(max_seeds=50, time_budget_s=180.0), ["a", "b", "c"], clock=timeline.clock)
+        timeline.run(race, close_scores)
+        counts.append(len(race.trials))
+    assert counts[0] > 2 * counts[1]
+
+
+def test_a_race_decided_within_its_time_budget_ends_at_once():
+    timeline = Timeline(10.0)
+    means = [80.0, 70.0, 60.0]
+    race = Race(settings(max_seeds=50, time_budget_s=600.0), ["a", "b", "c"], clock=timeline.clock)
+    timeline.run(race, lambda i, s: means[i] + np.random.default_rng(10 * i + s).normal(0, 0.5))
+    assert race.decision["reason"] == SEPARATED and timeline.now < 100.0
+
+
+def test_a_resumed_race_counts_the_time_it_ran_before():
+    timeline = Timeline(10.0)
+    race = Race(settings(max_seeds=50, time_budget_s=100.0), ["a", "b", "c"], clock=timeline.clock)
+    for i in range(2):
+        race.next_trial(f"t{i}")
+    timeline.now = 95.0
+    race.record("t0", 80.0)
+    resumed = Race.from_state(json.loads(json.dumps(race.state())), clock=lambda: 0.0)
+    assert resumed.elapsed() == pytest.approx(95.0) and resumed.durations == [95.0]
+    assert resumed.next_trial("r0") is None  # t1 is still running: wait for it, start nothing
+    resumed.record("t1", 79.0)
+    assert resumed.decision["reason"] == TIME

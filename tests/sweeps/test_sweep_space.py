@@ -336,11 +336,10 @@ def test_the_trials_select_on_the_metric_the_sweep_ranks_by():
     assert plan_of({"space": {"train.seed": {"grid": [1]}}}).metric is None  # the task's primary metric
 
 
-def test_two_different_metrics_or_a_direction_are_config_errors():
+def test_two_different_metrics_or_an_unknown_direction_are_config_errors():
     message = config_error({"metric": "precision"}, train={"metric": "f1"})
     assert "'search.metric'" in message and "train.metric" in message
-    # every dev metric is a score where higher is better: there is no search.mode
-    assert "'search.mode' is not allowed" in config_error({"mode": "min"})
+    assert "search.mode" in config_error({"mode": "lowest"})
 
 
 def test_each_trial_config_is_validated_once(monkeypatch):
@@ -441,3 +440,42 @@ def test_a_set_of_a_key_some_trials_keep_or_none_sweeps_is_used():
     )
     # loss.alpha is swept for dsc only; epochs and the seed (no search.seeds) are not swept at all
     check_overrides(plan, ["loss.alpha=0.3", "train.epochs=1", "train.seed=3", "search.seeds=[1]"])
+
+
+# -- the metric and its direction ----------------------------------------------------------------------------
+
+
+def test_search_mode_min_is_every_trials_train_mode():
+    plan = plan_of({"space": {"loss.name": {"grid": ["ce", "dice"]}}, "metric": "log_loss", "mode": "min"})
+    assert (plan.mode, plan.metric) == ("min", "log_loss")
+    assert {config.train.mode for config in (plan.trial_config(p) for p in plan.points())} == {"min"}
+    assert plan_of({"space": {"loss.name": {"grid": ["ce", "dice"]}}}).mode == "max"
+
+
+def test_a_metric_the_task_does_not_log_is_one_line_naming_the_key():
+    message = config_error({"space": {"loss.name": {"grid": ["ce", "dice"]}}, "metric": "los_loss"})
+    assert "'search.metric'" in message and "'los_loss'" in message and "log_loss" in message
+    message = config_error({"space": {"loss.name": {"grid": ["ce", "dice"]}}}, train={"metric": "em"})
+    assert "'train.metric'" in message and "pair_classification logs no dev metric 'em'" in message
+
+
+def test_a_search_mode_that_contradicts_train_mode_is_refused():
+    message = config_error({"space": {"loss.name": {"grid": ["ce"]}}, "mode": "min"}, train={"mode": "max"})
+    assert "'search.mode'" in message and "differs from train.mode" in message
+
+
+def test_a_time_budget_must_be_positive():
+    assert "time_budget_s" in config_error({"space": {"loss.name": {"grid": ["ce"]}}, "time_budget_s": 0})
+
+
+def test_validate_refuses_a_metric_no_trial_logs_in_one_line_exit_2(tmp_path, capsys):
+    from dicelab.cli import dispatch
+
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        "name: m\ndata: {source: synthetic_pairs}\nsearch: {space: {loss.name: {grid: [ce, dice]}}, "
+        "metric: dev_loss, mode: min}\n"
+    )
+    assert dispatch.main(["validate", str(config)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "'search.metric'" in line and "'dev_loss'" in line

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.metrics import log_loss
 
 from dicelab.errors import DataError
 from dicelab.tasks import TASKS, PairClassification
@@ -94,7 +96,12 @@ def test_evaluate_binary(config, minilm_tokenizer, pairs_frame, oracle, batches)
     logits = [2.0, -1.0, 0.5, -3.0] * 2  # gold 1, 0, 0, 1: one false positive, one false negative per 4
     model = oracle({tuple(features[i]["input_ids"]): torch.tensor([z]) for i, z in enumerate(logits)})
     result = task.evaluate(model, batches(task, features, size=3), features, pairs_frame, ["0", "1"])
-    assert result.metrics == pytest.approx({"f1": 0.5, "precision": 0.5, "recall": 0.5, "accuracy": 0.5})
+    probability = 1 / (1 + np.exp(-np.array(logits)))
+    gold = np.asarray(features["labels"])
+    cross_entropy = log_loss(gold, np.stack([1 - probability, probability], axis=1))
+    assert result.metrics == pytest.approx(
+        {"f1": 0.5, "precision": 0.5, "recall": 0.5, "accuracy": 0.5, "log_loss": cross_entropy}
+    )
     assert result.predictions[0] == {
         "index": 0,
         "label": "1",
@@ -112,7 +119,11 @@ def test_evaluate_multiclass(config, minilm_tokenizer, pairs_frame, oracle, batc
     predicted = [0, 1, 1, 0] * 2  # wrong only on the "c" rows
     scores = {tuple(features[i]["input_ids"]): torch.eye(3)[k] * 4 for i, k in enumerate(predicted)}
     result = task.evaluate(oracle(scores), batches(task, features), features, frame, ["a", "b", "c"])
-    assert result.metrics == pytest.approx({"accuracy": 0.75, "macro_f1": (1 + 2 / 3 + 0) / 3})
+    softmax = torch.softmax(torch.eye(3)[predicted] * 4, dim=-1).numpy()
+    cross_entropy = log_loss(np.asarray(features["labels"]), softmax, labels=[0, 1, 2])
+    assert result.metrics == pytest.approx(
+        {"accuracy": 0.75, "macro_f1": (1 + 2 / 3 + 0) / 3, "log_loss": cross_entropy}
+    )
     assert result.predictions[2]["prediction"] == "b"
     assert result.predictions[0]["probability"] == pytest.approx(
         torch.softmax(torch.eye(3)[0] * 4, 0)[0].item()

@@ -6,11 +6,19 @@ the loss and its swept hyperparameters. Each configuration is compared with the 
 (`--baseline KEY=VALUE`, CE by default) and the best one (highest mean) with `dicelab.stats.compare`:
 paired on the seeds both have, unpaired (and said so) when they share fewer than 2. Holm's correction runs
 over the arena's whole family of comparisons; a comparison not decided says how many seeds would decide it.
+"Best" follows the trials' mode (`train.mode`): the highest mean, or the lowest for a loss.
+
+A seed race decided as it went: each configuration it dropped was decided worse than the leader of that
+moment, with the same paired test and Holm's correction over the configurations it compared at that look.
+The Decision of one raced sweep keeps those drops as the race made them (`against` = "race": the race's
+comparison, p and p (Holm), and its family), instead of testing them again against the final best within a
+larger family, which could call undecided what the race decided; a dropped configuration is never the best.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -39,6 +47,7 @@ from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError
 from dicelab.stats import (
     NO_DIFFERENCE,
+    WORSE,
     Comparison,
     compare_many,
     holm,
@@ -48,7 +57,7 @@ from dicelab.stats import (
 from dicelab.stats import verdict as decide
 from dicelab.stats.comparison import Test
 
-BASELINE, BEST = "baseline", "best"  # what a comparison is against
+BASELINE, BEST, RACE = "baseline", "best", "race"  # what a comparison is against
 ALL_VARIANTS = "all"  # the arena's variant when the baseline itself is a data variant
 ARENA_KEYS = ["experiment", "task", "metric", "variant"]
 COMPARISON_COLUMNS = [
@@ -88,6 +97,7 @@ ARENA_COLUMNS = [
     "baseline",
     "baseline_mean",
     "not_compared",  # configurations without a usable seed, with why: "`dsc · alpha=0.1` (3 degenerate)"
+    "mode",  # max or min: whether the best mean is the highest or the lowest
 ]
 
 
@@ -150,7 +160,10 @@ def decisions_from_observations(
         ranked = [c for c in configs if c.n > 0]
         if not ranked:
             continue
-        best = max(ranked, key=lambda c: c.mean)
+        mode = arena_mode(group)
+        drops = race_drops(group, configs)
+        contenders = [c for c in ranked if c.label not in drops] or ranked
+        best = (max if mode == "max" else min)(contenders, key=lambda c: c.mean)
         baselines = [c for c in configs if _matches(c.settings.get(key), options.baseline_value)]
         partner = {c.label: _partner(c, baselines, key) for c in configs}
         own = partner.get(best.label)
@@ -165,21 +178,55 @@ def decisions_from_observations(
                 "baseline": own.label if own is not None else "",
                 "baseline_mean": own.mean if own is not None else math.nan,
                 "not_compared": "; ".join(_unusable(c, options) for c in configs if c.n == 0),
+                "mode": mode,
             }
         )
         if not baselines and len(configs) > 1:
             where = " / ".join(str(v) for v in arena.values() if v != ALL_VARIANTS)
             notes.append(f"{where}: no configuration with {options.baseline}; compared with the best only")
-        family = list(_family(configs, best, partner))
+        family = list(_family(configs, best, partner, drops))
+        raced = [item for item in family if item[0] == RACE]
+        family = [item for item in family if item[0] != RACE]
         results = compare_trials_many([(c.trials, r.trials) for _, c, r in family], options)
         adjusted = holm([result.p_value for result in results])
         family_size = max(1, sum(math.isfinite(result.p_value) for result in results))
         paper = runs.papers.get(str(arena["experiment"]))
         paper = paper if paper is not None and paper.applies_to(str(arena["metric"])) else None
+        higher = mode == "max"
         for (against, candidate, reference), result, p_holm in zip(family, results, adjusted, strict=True):
             row = _row(
-                arena, group, against, candidate, reference, result, p_holm, paper, options, family_size
+                arena,
+                group,
+                against,
+                candidate,
+                reference,
+                result,
+                p_holm,
+                paper,
+                options,
+                family_size,
+                higher,
             )
+            rows.append(row)
+        scale = float(group["scale"].iloc[0]) if "scale" in group else 1.0
+        for _, leader, dropped in raced:
+            event = drops[dropped.label][1]
+            result = _race_comparison(event, dropped, scale)
+            family_at_look = int(event.get("family") or 1)
+            row = _row(
+                arena,
+                group,
+                RACE,
+                dropped,
+                leader,
+                result,
+                float(event["p_holm"]),
+                paper,
+                options,
+                family_at_look,
+                higher,
+            )
+            row["verdict"] = WORSE  # as the race decided it: worse than its leader, or no usable seed
             rows.append(row)
     _seeds_needed(rows, options)
     return Decisions(
@@ -327,6 +374,69 @@ _Frozen = tuple[tuple[int, float | None], ...]
 _COMPARED: OrderedDict[tuple[_Frozen, _Frozen, float, Test], Comparison] = OrderedDict()
 
 
+def arena_mode(group: pd.DataFrame) -> str:
+    """ "max" or "min": the trials' train.mode (a sweep's search.mode is every trial's); max when none
+    was recorded."""
+    if "train.mode" not in group:
+        return "max"
+    modes = group["train.mode"].dropna().astype(str)
+    modes = modes[modes.isin(["max", "min"])]
+    return str(modes.iloc[0]) if len(modes) else "max"
+
+
+def race_drops(group: pd.DataFrame, configs: list[Configuration]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """{dropped configuration: (the configuration it was dropped against, the race's evidence)} for the
+    trials of ONE raced sweep (a pooled analysis of several sweeps tests them all afresh)."""
+    if "race_elimination" not in group or "race_configuration" not in group:
+        return {}
+    if group["sweep_id"].nunique(dropna=True) != 1:
+        return {}
+    decision_label: dict[str, str] = {}  # race label -> the Decision's label of the same configuration
+    for config in configs:
+        for label in config.rows["race_configuration"].dropna().unique():
+            decision_label[str(label)] = config.label
+    drops = {}
+    for config in configs:
+        evidence = config.rows["race_elimination"].dropna()
+        if not len(evidence):
+            continue
+        try:
+            event = json.loads(str(evidence.iloc[0]))
+        except ValueError:
+            continue
+        leader = decision_label.get(str(event.get("leader")))
+        if leader is not None and leader != config.label and event.get("p_holm") is not None:
+            drops[config.label] = (leader, event)
+    return drops
+
+
+def _race_comparison(event: dict[str, Any], dropped: Configuration, scale: float) -> Comparison:
+    """The race's comparison of `dropped` with its leader at the drop (dropped - leader), in the arena's
+    unit. Its spread was not kept: no seeds-needed for it (it is decided)."""
+
+    def number(key: str) -> float:
+        value = event.get(key)
+        return float(value) * scale if isinstance(value, int | float) else math.nan
+
+    n = int(event.get("n") or 0)
+    return Comparison(
+        paired=bool(event.get("paired", True)),
+        test=str(event.get("test") or ""),
+        n=n,
+        n_candidate=n,
+        n_reference=n,
+        n_missing_candidate=0,
+        n_missing_reference=0,
+        difference=number("difference"),
+        low=number("low"),
+        high=number("high"),
+        std_difference=math.nan,
+        p_value=float(event["p"]) if isinstance(event.get("p"), int | float) else math.nan,
+        min_n=0,
+        note="" if event.get("why") == "decided worse than the leader" else str(event.get("why") or ""),
+    )
+
+
 def _statistics_columns(frame: pd.DataFrame) -> list[str]:
     return [column for column in STATISTICS_COLUMNS if column in frame]
 
@@ -420,11 +530,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _family(
-    configs: list[Configuration], best: Configuration, partner: dict[str, Configuration | None]
+    configs: list[Configuration],
+    best: Configuration,
+    partner: dict[str, Configuration | None],
+    drops: dict[str, tuple[str, dict[str, Any]]] | None = None,
 ) -> Iterator[tuple[str, Configuration, Configuration]]:
-    """(against, candidate, reference): each configuration vs its baseline, then the best vs each other
-    configuration (best first, so a positive difference means the best is ahead); no pair twice."""
+    """(against, candidate, reference): each configuration a seed race dropped with the leader it was
+    dropped against (RACE: the race's comparison, yielded as (RACE, leader, dropped)), then each configuration
+    vs its baseline, then the best vs each other configuration (best first, so a positive difference means
+    the best is ahead); no pair twice, and no dropped configuration against the best again."""
     seen: set[frozenset[str]] = set()
+    by_label = {config.label: config for config in configs}
+    dropped: set[str] = set()
+    for label, (leader, _event) in (drops or {}).items():
+        if label in by_label and leader in by_label:
+            dropped.add(label)
+            seen.add(frozenset((label, leader)))
+            yield RACE, by_label[leader], by_label[label]
     for config in configs:
         reference = partner[config.label]
         if reference is not None and config.n > 0:
@@ -432,7 +554,7 @@ def _family(
             yield BASELINE, config, reference
     for config in configs:
         pair = frozenset((best.label, config.label))
-        if config is not best and config.n > 0 and pair not in seen:
+        if config is not best and config.n > 0 and pair not in seen and config.label not in dropped:
             seen.add(pair)
             yield BEST, best, config
 
@@ -448,8 +570,9 @@ def _row(
     paper: PaperNumbers | None,
     options: AnalysisOptions,
     family_size: int,
+    higher_is_better: bool = True,
 ) -> dict[str, Any]:
-    verdict = decide(result, p_holm, alpha=options.alpha)
+    verdict = decide(result, p_holm, alpha=options.alpha, higher_is_better=higher_is_better)
     detect, source = _detect(candidate, reference, paper, options)
     return {
         **arena,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dicelab.analysis._format import interval, number, signed
-from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, Decisions, minimum_pairs
+from dicelab.analysis.comparisons import ALL_VARIANTS, BASELINE, BEST, RACE, Decisions, minimum_pairs
 from dicelab.analysis.cost import memory_statements, next_step_statement, spent_statement
 from dicelab.analysis.document import Block, Bullets, Heading, Table, Text
 from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, exclusion_reasons, metric_label
@@ -32,6 +32,7 @@ ELIMINATION_COLUMNS = (
     "low",
     "high",
     "p_holm",
+    "family",
     "why",
 )
 
@@ -122,6 +123,8 @@ def decision_lines(
             f"  ({test} on paired seeds, Holm-corrected; p < {options.alpha:.2g} needs at least "
             f"{minimum_pairs(options)} pairs; details in the report)"
         )
+        if (decisions.comparisons["against"] == RACE).any():
+            lines.append(f"  ({_plain(RACE_NOTE)})")
     lines += [f"  note: {_plain(note)}" for note in decisions.notes]  # a --baseline no configuration has
     for race in races:
         lines.append(f"  seed race {race.sweep_id}: {race.decision}")
@@ -139,8 +142,9 @@ def arena_statements(
     (observations), what the seeds that would decide the rest would cost."""
     level = f"{options.confidence:.0%}"
     best = str(arena["best"])
+    lowest = " (the lowest: the metric is minimised)" if arena.get("mode") == "min" else ""
     statements = [
-        f"**Best: `{best}`**, mean {number(float(arena['best_mean']))} over "
+        f"**Best: `{best}`**, mean {number(float(arena['best_mean']))}{lowest} over "
         f"{count(int(arena['best_n']), 'seed')}."
     ]
     if int(arena["configs"]) < 2:
@@ -223,6 +227,14 @@ def arena_trials(trials: pd.DataFrame, arena: pd.Series) -> pd.DataFrame:
     return trials[mask]
 
 
+RACE_NOTE = (
+    "A configuration the seed race dropped keeps the race's verdict (vs `race`): the race decided it worse "
+    "than its leader of that moment with the same paired test, Holm-corrected over the configurations it "
+    "compared with the leader at that look; tested again here within this table's larger family it could "
+    "read as undecided, which is not what the race found."
+)
+
+
 def method_text(decisions: Decisions, options: AnalysisOptions) -> str:
     tests = sorted(set(decisions.comparisons["test"])) if len(decisions.comparisons) else []
     test = ", ".join(tests) if tests else "exact sign-flip permutation test (paired)"
@@ -241,6 +253,7 @@ def method_text(decisions: Decisions, options: AnalysisOptions) -> str:
         f"a table; a verdict needs p (Holm) < {alpha}. Seeds needed: pairs for {POWER:.0%} power to detect "
         "the stated difference at Holm's strictest level (alpha over the number of comparisons), from the "
         "observed spread of the paired differences (statsmodels)."
+        + (f" {RACE_NOTE}" if (decisions.comparisons["against"] == RACE).any() else "")
     )
 
 
@@ -268,9 +281,14 @@ def _orient(row: pd.Series, ahead: str) -> _Oriented:
 
 
 def _evidence(o: _Oriented, level: str) -> str:
+    raced = (
+        f", decided by the seed race: Holm over {count(int(o.row['family']), 'configuration')} at that look"
+        if o.row["against"] == RACE
+        else ""
+    )
     return (
         f"`{o.other}` by {o.difference:+.2f} ({level} CI {interval(o.low, o.high, signed=True)}, "
-        f"p (Holm) = {_p(o.row['p_holm'])}, {_sample(o.row)})"
+        f"p (Holm) = {_p(o.row['p_holm'])}, {_sample(o.row)}{raced})"
     )
 
 
@@ -362,7 +380,12 @@ def _table(rows: pd.DataFrame, options: AnalysisOptions) -> Table:
             ]
             for _, r in rows.iterrows()
         ],
-        caption=f"vs {BASELINE}: a configuration against the baseline; vs {BEST}: the best against another",
+        caption=f"vs {BASELINE}: a configuration against the baseline; vs {BEST}: the best against another"
+        + (
+            f"; vs {RACE}: a configuration the seed race dropped, against its leader then (the race's test)"
+            if (rows["against"] == RACE).any()
+            else ""
+        ),
     )
 
 

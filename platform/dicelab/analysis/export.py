@@ -1,10 +1,11 @@
 """The winning configuration of a tracked sweep as a runnable trial config (`dicelab export`).
 
-The winner is the analysis's decision (`dicelab.analysis.comparisons`): the configuration with the highest
-mean over its usable trials, or the configuration a seed race chose when the sweep raced and decided;
-of it, the seed with the best dev value. Its trial's resolved config (the `config.yaml` its run logged,
-`train.seed` included) is the exported file, so `dicelab trial best.yaml` trains that trial again (on CPU,
-to the same metrics) and `dicelab sweep best.yaml` with `search: {seeds: [...]}` runs it on more seeds.
+The winner is the analysis's decision (`dicelab.analysis.comparisons`): the configuration with the best
+mean over its usable trials (the highest, or the lowest when the sweep's mode is min), or the configuration
+a seed race chose when the sweep raced and decided; of it, the seed with the best dev value. Its trial's
+resolved config (the `config.yaml` its run logged, `train.seed` included) is the exported file, so
+`dicelab trial best.yaml` trains that trial again (on CPU, to the same metrics) and `dicelab sweep best.yaml`
+with `search: {seeds: [...]}` runs it on more seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 from mlflow.exceptions import MlflowException
 
 from dicelab.analysis._store import quiet_artifact_transfers
-from dicelab.analysis.comparisons import ALL_VARIANTS, configurations, decisions
+from dicelab.analysis.comparisons import ALL_VARIANTS, arena_mode, configurations, decisions
 from dicelab.analysis.observations import (
     SEED,
     TASK,
@@ -47,12 +48,13 @@ class Winner:
     configuration: str  # its label in the report, e.g. "dsc · loss.alpha=0.1"
     seed: int | None
     metric: str  # the dev metric it was chosen on, without prefix
-    value: float  # its best dev value, as logged (a score in [0, 1])
+    value: float  # its best dev value, as logged (a score in [0, 1], a loss, ...)
     mean: float  # its configuration's mean over seeds, in the report's unit (`unit`)
     seeds: int  # usable seeds of its configuration
     race_winner: bool  # chosen by the sweep's seed race
     config_yaml: str  # the trial's resolved config, as its run logged it
     unit: str = ""  # of `mean`: "%" for a score in [0, 1] shown in percent, as the report shows it
+    mode: str = "max"  # max or min: whether its metric's best is the highest or the lowest value
 
 
 def find_winner(
@@ -73,7 +75,8 @@ def find_winner(
         )
     label, rows, raced = _race_winner(runs, obs) or _decided_best(runs, obs, options)
     usable = rows[rows["usable"]]
-    best = usable.loc[usable["value"].idxmax()]
+    mode = arena_mode(usable)
+    best = usable.loc[usable["value"].idxmax() if mode == "max" else usable["value"].idxmin()]
     run_id = str(best["run_id"])
     metric = str(best["metric"])
     return Winner(
@@ -89,6 +92,7 @@ def find_winner(
         race_winner=raced,
         config_yaml=_logged_config(runs.tracking_uri, run_id),
         unit=str(best["unit"]),
+        mode=mode,
     )
 
 
@@ -103,7 +107,10 @@ def _decided_best(
         raise DicelabError(
             f"experiment {runs.experiments[0]!r} mixes tasks or metrics ({listed}): no one winner"
         )
-    arena = arenas.loc[arenas["best_mean"].idxmax()]  # several data variants: the best of their bests
+    # several data variants: the best of their bests
+    arena = arenas.loc[
+        arenas["best_mean"].idxmax() if arena_mode(obs) == "max" else arenas["best_mean"].idxmin()
+    ]
     group = obs[(obs[TASK] == arena["task"]) & (obs["metric"] == arena["metric"])]
     if arena["variant"] != ALL_VARIANTS:
         group = group[group[VARIANT] == arena["variant"]]
@@ -153,6 +160,7 @@ def winner_config(winner: Winner) -> str:
     data["name"] = f"{winner.experiment}{EXPORTED_SUFFIX}"
     data.setdefault("tracking", {})["experiment"] = None
     how = "the configuration its seed race chose" if winner.race_winner else "the best configuration by mean"
+    how += " (the lowest: mode min)" if winner.mode == "min" and not winner.race_winner else ""
     header = [
         f"# The winner of experiment {winner.experiment!r} (sweep {winner.sweep_id}), from `dicelab export`:",
         f"# {how}, {winner.configuration} (mean dev {winner.metric} {winner.mean:.2f}{winner.unit} over"

@@ -111,7 +111,7 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     A trial is usable when its outcome counts (completed, early_stopped unless excluded), its value is
     finite and it is not tagged degenerate; every other trial keeps its row with `exclusion` saying why
     (failed, NaN metric, degenerate, ...).
-    Metrics whose values all lie in [0, 1] are shown in percent, like the paper's tables.
+    Scores whose values all lie in [0, 1] are shown in percent, like the paper's tables (a loss is not).
     """
     frame = runs.trials.copy()
     if options.metric:
@@ -141,10 +141,11 @@ def observations(runs: RunSet, options: AnalysisOptions) -> pd.DataFrame:
     # A degenerate trial (one class predicted) keeps its value in trials.csv but enters no mean.
     frame["usable"] = counted & finite & ~degenerate
     frame["scale"] = 1.0
-    for _metric, rows in frame.groupby("metric", sort=False).groups.items():
+    for metric, rows in frame.groupby("metric", sort=False).groups.items():
         positions = frame.index.get_indexer(rows)
         values = raw[positions][finite[positions]]
-        if values.size and values.min() >= 0.0 and values.max() <= 1.0:
+        is_loss = str(metric).endswith("loss")  # log_loss: a cross entropy, not a share
+        if values.size and values.min() >= 0.0 and values.max() <= 1.0 and not is_loss:
             frame.loc[rows, "scale"] = 100.0
     frame["value"] = np.where(finite, raw, math.nan) * frame["scale"].to_numpy()
     frame["unit"] = np.where(frame["scale"] == 100.0, "%", "")

@@ -39,6 +39,8 @@ TAG_COLUMNS = {
     names.DEVICE_FALLBACK: "device_fallback",  # a trial given a GPU CUDA could not see trained on CPU
     names.RACE_DECISION: "race_decision",  # on a seed race's parent run
     names.RACE_TEST: "race_test",  # the test that race decided with (analyze uses it unless told otherwise)
+    names.RACE_CONFIGURATION: "race_configuration",  # a raced trial's configuration, as the race named it
+    names.RACE_ELIMINATION: "race_elimination",  # a dropped trial's race evidence (JSON)
 }
 # Columns every trial row has besides its params (dotted keys) and metrics (MLflow metric names).
 META_COLUMNS = (

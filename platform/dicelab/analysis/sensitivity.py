@@ -14,6 +14,7 @@ from dicelab.analysis.comparisons import (
     STATISTICS_COLUMNS,
     BaselineFinder,
     Configuration,
+    arena_mode,
     compare_trials_many,
 )
 from dicelab.analysis.design import SweptParam, config_label, swept_params
@@ -155,10 +156,12 @@ def curves_from_lines(
         curves["delta_p_holm"] = curves.groupby(figure_keys, sort=False)["delta_p"].transform(
             lambda p: pd.Series(holm(p.tolist()), index=p.index)
         )
-        # The optimum of a line is its point with the highest mean, when no other point ties with it.
+        # The optimum of a line is its point with the best mean (the highest; the lowest for a metric the
+        # trials minimised, train.mode min), when no other point ties with it.
         line_keys = ["task", "metric", "loss", "param", "line"]
         means = curves.groupby(line_keys, sort=False)["mean"]
-        top = curves["mean"] == means.transform("max")
+        lowest = curves["metric"].map(lambda metric: arena_mode(obs[obs["metric"] == metric]) == "min")
+        top = curves["mean"] == means.transform("max").where(~lowest, means.transform("min"))
         curves["is_optimum"] = top & (top.groupby([curves[key] for key in line_keys]).transform("sum") == 1)
     return curves
 

@@ -168,6 +168,9 @@ class TrainConfig(Section):
     eval_every_steps: int | None = Field(None, ge=1)  # None: evaluate at the end of every epoch
     early_stopping_patience: int | None = Field(None, ge=1)  # evaluations without improvement
     metric: str = "auto"  # dev metric to select on; "auto" = the task's primary metric
+    # Whether the best evaluation is the metric's highest value (a score: f1, accuracy) or its lowest (a
+    # loss: log_loss). None: max. A sweep's `search.mode` sets it in every trial.
+    mode: Literal["max", "min"] | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # auto: bf16 autocast on CUDA with native bf16, fp16 with a gradient scaler on older GPUs, fp32 on CPU
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"

@@ -21,7 +21,7 @@ from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.sweeps import records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, SweepPlan
 from dicelab.sweeps.state import SweepState
-from dicelab.sweeps.winner import value_of
+from dicelab.sweeps.winner import sweep_mode, value_of
 from dicelab.tracking import conventions as names
 from dicelab.tracking import ensure_experiment, lifecycle, links
 
@@ -74,6 +74,7 @@ def open_parent_run(
         "search.seeds": search.seeds,
         **({f"search.racing.{k}": v for k, v in search.racing.model_dump().items()} if search.racing else {}),
         "search.metric": search.metric,
+        "search.mode": plan.mode,
         **_versions(),
     }
     tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
@@ -128,11 +129,13 @@ def cost_totals(runs: list[Run]) -> dict[str, float]:
 
 
 def best_run(runs: list[Run], metric: str) -> Run | None:
-    """The usable run with the highest best_dev_<metric> (every dev metric is a score: higher is better).
-    Usable as the winner and the analysis count trials (`winner.value_of`); a trial that failed or was
-    interrupted after some evaluations has a best_dev_<metric> too, and is not a result."""
+    """The usable run with the best best_dev_<metric>: the highest, or the lowest in a sweep whose mode is
+    min (the trials' train.mode). Usable as the winner and the analysis count trials (`winner.value_of`); a
+    trial that failed or was interrupted after some evaluations has a best_dev_<metric> too, and is not a
+    result."""
     scored = [(value, run) for run in runs if (value := value_of(run, metric)) is not None]
-    return max(scored, key=lambda pair: pair[0])[1] if scored else None
+    pick = min if sweep_mode(None, runs) == "min" else max
+    return pick(scored, key=lambda pair: pair[0])[1] if scored else None
 
 
 def label_trial_runs(client: MlflowClient, runs: list[Run], metric: str) -> None:

@@ -30,10 +30,13 @@ ELIMINATION_COLUMNS = (
     "high",
     "p",
     "p_holm",
+    "family",
     "test",
     "why",
 )
 WINNER, UNDECIDED = "winner", "undecided"
+# What a dropped trial's run keeps of its elimination: the analysis's Decision reports the drop with it.
+EVIDENCE_KEYS = ("leader", "paired", "n", "difference", "low", "high", "p", "p_holm", "family", "test", "why")
 
 
 def race_file(directory: Path) -> Path:
@@ -73,17 +76,23 @@ def log_race(client: MlflowClient, parent_run_id: str, race: dict[str, Any], run
         json.dumps({"decision": decision, "configurations": race["configurations"]}, indent=1),
         DECISION_ARTIFACT,
     )
-    status_of = {}
+    evidence = {event["configuration"]: event for event in race["events"]}
+    tags_of: dict[str, list[RunTag]] = {}
     for trial_id, (index, _seed) in race["trials"].items():
         status = race["status"][index]
         label = race["labels"][index]
         if status == DROPPED:
-            status_of[trial_id] = DROPPED
+            status = DROPPED
         elif decision and label == decision.get("winner"):
-            status_of[trial_id] = WINNER
+            status = WINNER
         else:
-            status_of[trial_id] = UNDECIDED
+            status = UNDECIDED
+        tags = [RunTag(names.RACE_STATUS, status), RunTag(names.RACE_CONFIGURATION, records.clip(label))]
+        if status == DROPPED and label in evidence:
+            kept = {key: evidence[label].get(key) for key in EVIDENCE_KEYS}
+            tags.append(RunTag(names.RACE_ELIMINATION, records.clip(json.dumps(kept))))
+        tags_of[trial_id] = tags
     for run in runs:
         trial_id = run.data.tags.get(names.TRIAL_ID)
-        if trial_id in status_of:
-            client.set_tag(run.info.run_id, names.RACE_STATUS, status_of[trial_id])
+        if trial_id in tags_of:
+            client.log_batch(run.info.run_id, tags=tags_of[trial_id])

@@ -6,7 +6,13 @@ results arrive, each configuration is compared with the current leader (best mea
 A configuration still undecided gets its next seed, up to `max_seeds`. The race ends when one configuration
 is left (separated from all others), when every remaining one is equivalent to the leader within `margin`
 (two one-sided tests), or when the budget is spent (every remaining configuration at max_seeds, or
-`budget` trials launched).
+`budget` trials launched), or when its time is (`time_budget_s`: no seed is handed out that would not end
+within it, judged by the median duration of the race's trials so far; the running ones end as usual).
+
+The race and the analysis's Decision decide with one test and one correction: the paired test of
+`settings.test` and Holm's over the configurations compared with the leader at that look (`family` in each
+elimination). The Decision of a raced sweep keeps each drop as the race made it
+(`dicelab.analysis.comparisons`).
 
 `Race` is the bookkeeping alone (no Ray): the Tune searcher in `race_searcher.py` drives it, the benchmark and
 the tests drive it with synthetic score streams. Its state is plain data (`state()` / `from_state`), so a
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +39,7 @@ import numpy as np
 
 FINISHED = "FINISHED"  # next_trial(): the race is decided, launch nothing more
 ALIVE, DROPPED = "alive", "dropped"
-SEPARATED, EQUIVALENT, BUDGET = "separated", "equivalent", "budget"
+SEPARATED, EQUIVALENT, BUDGET, TIME = "separated", "equivalent", "budget", "time"
 
 
 @dataclass
@@ -44,6 +52,7 @@ class RaceSettings:
     budget: int | None = None  # at most this many trials in all
     first_seed: int = 1
     higher_is_better: bool = True
+    time_budget_s: float | None = None  # seconds from the sweep's start: no seed starts that would end later
 
     @property
     def alpha(self) -> float:
@@ -67,8 +76,17 @@ class Race:
     pending: list[str] = field(default_factory=list)  # trial ids started and not yet recorded
     events: list[dict[str, Any]] = field(default_factory=list)  # eliminations, in order
     decision: dict[str, Any] | None = None
+    durations: list[float] = field(default_factory=list)  # seconds each recorded trial took, in order
+    elapsed_s: float = 0.0  # seconds the race ran before this process took it over (a resumed sweep)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    started_at: float | None = field(default=None, repr=False, compare=False)  # clock() at its start
 
     def __post_init__(self) -> None:
+        self._started_at = self.clock() if self.started_at is None else self.started_at
+        # the time it had run at its last hand-out or result: what its state records, so that the state is
+        # a function of what happened (not of when it is read)
+        self._elapsed_at_event = self.elapsed_s
+        self._trial_started: dict[str, float] = {}  # trial id -> clock() at its hand-out (this process)
         count = len(self.labels)
         self.results = self.results or [{} for _ in range(count)]
         self.launched = self.launched or [[] for _ in range(count)]
@@ -105,7 +123,13 @@ class Race:
         """(configuration, seed) to start as `trial_id`; None: wait for results; FINISHED: decided."""
         if self.decision is not None:
             return FINISHED
+        self._elapsed_at_event = self.elapsed()
         index = self._next_wanting()
+        if index is not None and not self._fits():
+            if self.pending:
+                return None  # their results may still decide the race; then it ends, out of time
+            self._decide(TIME)
+            return FINISHED
         if index is not None:
             # The configuration with fewest seeds first: pairs complete early and the race stays balanced.
             heapq.heappop(self._queue)
@@ -113,6 +137,7 @@ class Race:
             self.launched[index].append(seed)
             self.trials[trial_id] = (index, seed)
             self.pending.append(trial_id)
+            self._trial_started[trial_id] = self.clock()
             self._enqueue(index)  # still wanting while under min_seeds
             return index, seed
         if self.pending:
@@ -163,6 +188,10 @@ class Race:
         if trial_id not in self.trials or trial_id not in self.pending:
             return []  # not a trial of this race, or recorded already (a resumed sweep reports it again)
         self.pending.remove(trial_id)
+        self._elapsed_at_event = self.elapsed()
+        started = self._trial_started.pop(trial_id, None)
+        if started is not None:
+            self.durations.append(self.clock() - started)
         index, seed = self.trials[trial_id]
         number = math.nan if value is None else float(value)
         self.results[index][seed] = number if math.isfinite(number) else math.nan
@@ -173,9 +202,28 @@ class Race:
         self._recorded(index)
         dropped = self._eliminate()
         self._maybe_end()
-        if self.decision is None and not self.pending and self._next_wanting() is None:
-            self._decide(BUDGET)  # the last result: Tune may not ask for another trial to hear "finished"
+        if self.decision is None and not self.pending:
+            # the last result: Tune may not ask for another trial to hear "finished"
+            if self._next_wanting() is None:
+                self._decide(BUDGET)
+            elif not self._fits():
+                self._decide(TIME)
         return dropped
+
+    # -- time ------------------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        """Seconds the race has run (in this process and, resumed, before it)."""
+        return self.elapsed_s + self.clock() - self._started_at
+
+    def expected_duration(self) -> float:
+        """What a trial is expected to take: the median of the race's recorded trials (0 before any)."""
+        return statistics.median(self.durations) if self.durations else 0.0
+
+    def _fits(self) -> bool:
+        """Whether a trial started now is expected to end within the time budget."""
+        budget = self.settings.time_budget_s
+        return budget is None or self.elapsed() + self.expected_duration() <= budget
 
     # -- decisions -------------------------------------------------------------------------------------
 
@@ -351,6 +399,7 @@ class Race:
                 "high": comparison.high,
                 "p": comparison.p_value,
                 "p_holm": p_holm,
+                "family": sum(math.isfinite(p) for p in p_values),  # Holm's family at this look
                 "test": comparison.test,
                 "why": "no usable seed (failed or degenerate)"
                 if failed_out
@@ -402,15 +451,20 @@ class Race:
                 f"{len(alive)} configurations remain, all within ±{self.settings.margin:g} of {winner} "
                 "(equivalent)"
             )
-        elif leader is None:  # every seed of every configuration still in the race failed or was degenerate
-            summary = "budget spent: no configuration has a usable seed (every one failed or was degenerate)"
         else:
-            undecided = [self.labels[i] for i in alive if i != leader]
-            summary = (
-                f"budget spent: {winner} leads, not separated from {len(undecided)} other configurations"
-                if undecided
-                else f"budget spent: {winner} is the only configuration left"
+            spent = (
+                f"time budget spent ({self.elapsed():.0f} s of {self.settings.time_budget_s:g} s; a next "
+                f"seed takes about {self.expected_duration():.0f} s)"
+                if reason == TIME
+                else "budget spent"
             )
+            undecided = [self.labels[i] for i in alive if i != leader]
+            if leader is None:  # every seed of every configuration still in the race failed or was degenerate
+                summary = f"{spent}: no configuration has a usable seed (every one failed or was degenerate)"
+            elif undecided:
+                summary = f"{spent}: {winner} leads, not separated from {len(undecided)} other configurations"
+            else:
+                summary = f"{spent}: {winner} is the only configuration left"
         self.decision = {
             "reason": reason,
             "winner": winner,
@@ -435,6 +489,8 @@ class Race:
             "pending": self.pending,
             "events": self.events,
             "decision": self.decision,
+            "durations": self.durations,
+            "elapsed_s": self._elapsed_at_event,
             "configurations": [
                 {"label": label, "status": status, "seeds": len(self.results[i]), "mean": self.mean(i)}
                 for i, (label, status) in enumerate(zip(self.labels, self.status, strict=True))
@@ -442,8 +498,9 @@ class Race:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Race:
+    def from_state(cls, state: dict[str, Any], clock: Callable[[], float] = time.monotonic) -> Race:
         return cls(
+            clock=clock,
             settings=RaceSettings(**state["settings"]),
             labels=list(state["labels"]),
             results=[{int(seed): float(value) for seed, value in row.items()} for row in state["results"]],
@@ -453,6 +510,8 @@ class Race:
             pending=list(state["pending"]),
             events=list(state["events"]),
             decision=state["decision"],
+            durations=[float(seconds) for seconds in state.get("durations", [])],
+            elapsed_s=float(state.get("elapsed_s", 0.0)),
         )
 
 

@@ -126,10 +126,18 @@ class SearchConfig(SpaceBlock):
     algorithm: str = "grid"  # a name in dicelab.sweeps.algorithms.ALGORITHMS (checked by sweeps.space)
     num_samples: int | None = Field(None, ge=1)  # sampling algorithms: configurations to sample
     seed: int = 0  # seeds the random draws and Optuna's samplers
-    # The dev metric to maximise (no "dev_" prefix); auto: train.metric / the task's. The trials select their
-    # best evaluation on it too. Every dev metric is a score in [0, 1] where higher is better (f1, accuracy,
-    # em, ...), so there is no `mode`: "best" is the maximum everywhere (loop, records, Tune, ranking).
+    # The dev metric to rank by (no "dev_" prefix): any dev metric the task logs (f1, accuracy, log_loss,
+    # ...); auto: train.metric / the task's. The trials select their best evaluation on it too.
     metric: str = "auto"
+    # Whether the best is the metric's highest value (a score) or its lowest (a loss such as log_loss): the
+    # trials' best evaluation, Tune, the race, the winner, `dicelab export` and the analysis follow it.
+    # None: train.mode, else max. It becomes every trial's train.mode.
+    mode: Literal["max", "min"] | None = None
+    # Seconds the sweep may take, from its start (the driver reading the config, so a slow Ray start counts).
+    # A race hands out no seed that would not end within it (judged by its trials' durations so far) and its
+    # running trials end as usual; a sweep that does not race passes what is left to Tune's own
+    # `time_budget_s`, which stops the trials still running when it is spent.
+    time_budget_s: float | None = Field(None, gt=0.0)
     seeds: list[int] | None = Field(None, min_length=1)  # every configuration runs once per seed (train.seed)
     racing: Racing | None = None  # instead of seeds: min_seeds for all, more only where undecided
     conditional: dict[str, SpaceBlock] = Field(default_factory=dict)  # loss name -> its own space

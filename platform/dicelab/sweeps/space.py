@@ -31,6 +31,7 @@ import functools
 import itertools
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -256,16 +257,29 @@ class SweepPlan:
     loss_dimension: Dimension | None  # chooses the branch when there are several
     source: str
     warm: tuple[Point, ...] = ()  # search.start_from: configurations (no seed) evaluated first
+    # time.monotonic() when the sweep's driver read its config: search.time_budget_s counts from here, so
+    # a slow start (Ray, the inputs) is part of the budget the user waits for
+    started: float = field(default_factory=time.monotonic, compare=False)
     # trial overrides (JSON) -> validated config: each trial config is validated once per sweep, and the
     # cache filled by `plan_sweep` travels with the plan to the trials
     _validated: dict[str, ExperimentConfig] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def metric(self) -> str | None:
-        """The dev metric every trial selects on and the sweep maximises (no "dev_" prefix); None: the
+        """The dev metric every trial selects on and the sweep ranks by (no "dev_" prefix); None: the
         task's primary metric. `plan_sweep` makes `search.metric` the trials' `train.metric`."""
         metric = self.base["train"]["metric"]
         return None if metric == "auto" else metric
+
+    def time_left(self) -> float | None:
+        """Seconds of search.time_budget_s left (None: no budget)."""
+        budget = self.search.time_budget_s
+        return None if budget is None else budget - (time.monotonic() - self.started)
+
+    @property
+    def mode(self) -> str:
+        """ "max" or "min": whether the best value of `metric` is its highest or its lowest."""
+        return str(self.base["train"].get("mode") or "max")
 
     @property
     def seeds(self) -> list[int] | None:
@@ -590,6 +604,16 @@ def _one_metric(search_metric: str, train_metric: str, source: str) -> str:
     return search_metric
 
 
+def _one_mode(search_mode: str | None, train_mode: str | None, source: str) -> str:
+    """A trial selects its best evaluation in the direction its sweep ranks by."""
+    if search_mode is not None and train_mode is not None and search_mode != train_mode:
+        raise ConfigError(
+            f"{source}: config key 'search.mode': {search_mode!r} differs from train.mode {train_mode!r} "
+            "(a trial and its sweep select in one direction: set one of them)"
+        )
+    return search_mode or train_mode or "max"
+
+
 def parse_search(config: ExperimentConfig, source: str = "<config>") -> SearchConfig:
     """The `search:` section against its schema only (no trial config is built: no torch import)."""
     if config.search is None:
@@ -608,6 +632,7 @@ def outline_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPl
     base = config_to_dict(config)
     base.pop("search")
     base["train"]["metric"] = _one_metric(search.metric, config.train.metric, source)
+    base["train"]["mode"] = _one_mode(search.mode, config.train.mode, source)
     plan = SweepPlan(search, base, branches, loss_dimension, source)
     _check_combinations(search, plan, config, source)
     return plan
@@ -630,8 +655,25 @@ def plan_sweep(config: ExperimentConfig, source: str = "<config>") -> SweepPlan:
     """Parse and check the `search:` section and validate every trial configuration it can produce
     (grid / random: every trial; optuna: `probe_points`). `config` is already a validated experiment."""
     plan = outline_sweep(config, source)
+    _check_logged_metric(plan, config, source)
     check_trials(plan)
     return plan
+
+
+def _check_logged_metric(plan: SweepPlan, config: ExperimentConfig, source: str) -> None:
+    """`search.metric` names a dev metric the trials' task logs (a typo would fail every trial instead)."""
+    from dicelab.tasks import TASKS
+
+    metric = plan.metric
+    if metric is None or config.task.name not in TASKS:
+        return
+    logged = getattr(TASKS.get(config.task.name), "metrics", None)
+    if logged is not None and metric not in logged:
+        key = "search.metric" if plan.search.metric != "auto" else "train.metric"
+        raise ConfigError(
+            f"{source}: config key {key!r}: {config.task.name} logs no dev metric {metric!r} "
+            f"(it logs: {', '.join(logged)})"
+        )
 
 
 def check_trials(plan: SweepPlan) -> None:

@@ -10,7 +10,7 @@ from dicelab.errors import ConfigError
 from dicelab.sweeps import records
 from dicelab.sweeps.schema import StartFrom
 from dicelab.sweeps.space import Point, SweepPlan
-from dicelab.sweeps.winner import param_value, rank_configurations, swept_keys
+from dicelab.sweeps.winner import param_value, rank_configurations, sweep_mode, swept_keys
 from dicelab.tracking import conventions as names
 
 WHERE = "config key 'search.start_from'"
@@ -40,7 +40,7 @@ def warm_points(client: MlflowClient, start: StartFrom, plan: SweepPlan) -> tupl
     sweep_id = parent.data.tags[names.SWEEP_ID]
     metric = parent.data.tags.get(names.PRIMARY_METRIC)
     runs = records.trial_runs(client, parent.info.experiment_id, sweep_id)
-    ranked = rank_configurations(runs, metric, swept_keys(parent)) if metric else []
+    ranked = rank_configurations(runs, metric, swept_keys(parent), sweep_mode(parent, runs)) if metric else []
     if not ranked:
         raise ConfigError(
             f"{plan.source}: {WHERE}: sweep {sweep_id!r} of {start.experiment!r} has no usable trial"

@@ -19,7 +19,6 @@ from dicelab.sweeps.trainable import SweepContext, run_name, tune_trial
 from dicelab.sweeps.tune_storage import StateKeeper, prepare_resume
 from dicelab.tracking import conventions as names
 
-MODE = "max"  # every dev metric is a score where higher is better (see SearchConfig.metric)
 SAVE_PERIOD_ENV = "TUNE_GLOBAL_CHECKPOINT_S"  # read by Tune's controller when the sweep starts
 SAVE_PERIOD_PER_TRIAL_S = 0.05  # Tune's experiment state is saved every 50 ms per planned trial, ...
 SAVE_PERIOD_MIN_S = 1.0  # ... and at most every second
@@ -60,7 +59,7 @@ def search_algorithm(plan: SweepPlan, metric: str, directory: Path) -> Searcher 
     `metric` is the dev metric without prefix ("f1")."""
     if plan.racing is not None:
         return race_searcher(plan, metric, directory)
-    searcher = plan.algorithm.searcher(plan, names.dev_metric(metric), MODE)
+    searcher = plan.algorithm.searcher(plan, names.dev_metric(metric), plan.mode)
     if searcher is not None and plan.seeds is not None:
         searcher = Repeater(searcher, repeat=len(plan.seeds), set_index=True)
     return searcher
@@ -70,9 +69,19 @@ def race_searcher(plan: SweepPlan, metric: str, directory: Path) -> RaceSearcher
     racing = plan.racing
     assert racing is not None
     points = plan.points()
-    settings = RaceSettings(**racing.model_dump(), higher_is_better=MODE == "max")
+    settings = RaceSettings(
+        **racing.model_dump(), higher_is_better=plan.mode == "max", time_budget_s=plan.search.time_budget_s
+    )
     labels = [run_name(plan.trial_data(point)[1]) for point in points]
-    return RaceSearcher(Race(settings, labels), points, metric, MODE, directory)
+    race = Race(settings, labels, started_at=plan.started)  # the budget counts from the sweep's start
+    return RaceSearcher(race, points, metric, plan.mode, directory)
+
+
+def _tune_time_budget(plan: SweepPlan) -> float | None:
+    """Tune's time_budget_s for a sweep that does not race: what is left of search.time_budget_s (it counts
+    from the sweep's start, Tune's from its own)."""
+    left = plan.time_left()
+    return None if left is None or plan.racing is not None else max(1.0, left)
 
 
 def scheduler(plan: SweepPlan, epochs: int) -> TrialScheduler | None:
@@ -95,7 +104,10 @@ def tune_config(context: SweepContext, directory: Path) -> tune.TuneConfig:
     plan = context.plan
     return tune.TuneConfig(
         metric=context.tune_metric,
-        mode=MODE,
+        mode=plan.mode,
+        # A race keeps its own time budget: it hands out no seed that would not end in time, and lets the
+        # running ones end (Tune's would stop them mid-training).
+        time_budget_s=_tune_time_budget(plan),
         search_alg=search_algorithm(plan, context.metric, directory),
         scheduler=scheduler(plan, plan.base["train"]["epochs"]),
         num_samples=plan.algorithm.num_samples(plan),

@@ -1,9 +1,10 @@
 """A sweep's winner, read from its trials' MLflow runs: its configurations ranked by their mean best dev
 metric over the seeds each ran, and the winning trial (the best seed of the best configuration, or of the
-configuration a seed race chose).
+configuration a seed race chose). "Best" follows the sweep's mode: the highest value (max, a score such as
+f1) or the lowest (min, a loss such as log_loss).
 
 The same rule as the analysis's decision (`dicelab.analysis.comparisons`: the best configuration is the one
-with the highest mean over its usable trials; a usable trial completed or stopped early, is not degenerate
+with the best mean over its usable trials; a usable trial completed or stopped early, is not degenerate
 and has a finite value), on MLflow runs rather than the analysis's table, because the sweep's driver (which
 saves the winner's model) sits below the analysis layer. A warm-started sweep (`search.start_from`) reads
 its predecessor's best configurations from here too.
@@ -23,6 +24,8 @@ from dicelab.tracking import conventions as names
 
 SEED_KEY = "train.seed"
 SEARCH_KEYS_PARAM = "search.keys"  # on the parent run: the keys the sweep varied, comma-separated
+SEARCH_MODE_PARAM = "search.mode"  # on the parent run: max or min
+TRIAL_MODE_PARAM = "train.mode"  # on a trial's run (its flattened config): max or min
 USABLE_OUTCOMES = (names.COMPLETED, names.EARLY_STOPPED)
 RACE_WINNER_STATUS = "winner"  # a trial run's dicelab.race.status when its configuration won the race
 
@@ -65,8 +68,22 @@ def swept_keys(parent: Run) -> list[str]:
     return [key for key in text.split(",") if key and key != SEED_KEY]
 
 
-def rank_configurations(runs: Iterable[Run], metric: str, keys: list[str]) -> list[RankedConfiguration]:
+def sweep_mode(parent: Run | None, runs: Iterable[Run] = ()) -> str:
+    """ "max" or "min": the parent run's search.mode, else its trials' train.mode; max for a sweep from
+    before either was recorded."""
+    sources = [parent] if parent is not None else []
+    for params in (*(run.data.params for run in sources), *(run.data.params for run in runs)):
+        for key in (SEARCH_MODE_PARAM, TRIAL_MODE_PARAM):
+            if params.get(key) in ("max", "min"):
+                return str(params[key])
+    return "max"
+
+
+def rank_configurations(
+    runs: Iterable[Run], metric: str, keys: list[str], mode: str = "max"
+) -> list[RankedConfiguration]:
     """The sweep's configurations with a usable trial, best mean first (ties: the earlier-started first)."""
+    sign = -1.0 if mode == "max" else 1.0  # sorted ascending: the best first
     groups: dict[tuple[str | None, ...], list[tuple[float, Run]]] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         value = value_of(run, metric)
@@ -77,20 +94,21 @@ def rank_configurations(runs: Iterable[Run], metric: str, keys: list[str]) -> li
         RankedConfiguration(
             values={k: param_value(text) for k, text in zip(keys, key, strict=True) if text is not None},
             mean=sum(value for value, _ in members) / len(members),
-            runs=tuple(run for _, run in sorted(members, key=lambda member: -member[0])),
+            runs=tuple(run for _, run in sorted(members, key=lambda member: sign * member[0])),
         )
         for key, members in groups.items()
     ]
-    return sorted(ranked, key=lambda configuration: -configuration.mean)
+    return sorted(ranked, key=lambda configuration: sign * configuration.mean)
 
 
 def winner_run(parent: Run, runs: list[Run], metric: str) -> Run | None:
     """The trial whose model a sweep keeps: the best seed of the race's winner when the sweep was a decided
     seed race, else of the best configuration by mean; None when no trial is usable."""
+    mode = sweep_mode(parent, runs)
     if parent.data.tags.get(names.RACE_WINNER):
         won = [run for run in runs if run.data.tags.get(names.RACE_STATUS) == RACE_WINNER_STATUS]
-        ranked = rank_configurations(won, metric, swept_keys(parent))
+        ranked = rank_configurations(won, metric, swept_keys(parent), mode)
         if ranked:
             return ranked[0].best_run
-    ranked = rank_configurations(runs, metric, swept_keys(parent))
+    ranked = rank_configurations(runs, metric, swept_keys(parent), mode)
     return ranked[0].best_run if ranked else None

@@ -121,6 +121,7 @@ class MrcNerModel(FamilyEncoder):
 class MrcNer:
     name: ClassVar[str] = "mrc_ner"
     family: ClassVar[Family] = "tagging"
+    metrics: ClassVar[tuple[str, ...]] = ("f1", "precision", "recall")
 
     def primary_metric(self, label_names: list[str]) -> str:
         return "f1"

@@ -36,6 +36,8 @@ from dicelab.tasks.metrics import classification_metrics
 class PairClassification:
     name: ClassVar[str] = "pair_classification"
     family: ClassVar[Family] = "pairs"
+    # binary: f1, precision, recall, accuracy; multi-class: accuracy, macro_f1; both: log_loss (lower: better)
+    metrics: ClassVar[tuple[str, ...]] = ("f1", "precision", "recall", "accuracy", "macro_f1", "log_loss")
 
     def primary_metric(self, label_names: list[str]) -> str:
         return "f1" if _is_binary(label_names) else "accuracy"
@@ -92,10 +94,12 @@ class PairClassification:
         if _is_binary(label_names):
             probabilities = torch.sigmoid(scores)  # of the positive class, label_names[-1]
             predicted = (scores > 0).long()
+            per_label = torch.stack([1 - probabilities, probabilities], dim=-1)
         else:
-            probabilities, predicted = torch.softmax(scores, dim=-1).max(dim=-1)  # of the predicted class
+            per_label = torch.softmax(scores, dim=-1)
+            probabilities, predicted = per_label.max(dim=-1)  # of the predicted class
         gold = np.asarray(features["labels"])
-        metrics, per_class = classification_metrics(gold, predicted.numpy(), label_names)
+        metrics, per_class = classification_metrics(gold, predicted.numpy(), label_names, per_label.numpy())
         predictions = [
             {
                 "index": index,

@@ -76,6 +76,7 @@ class SpanExtractionModel(EncoderWithHead):
 class SpanExtraction:
     name: ClassVar[str] = "span_extraction"
     family: ClassVar[Family] = "spans"
+    metrics: ClassVar[tuple[str, ...]] = ("em", "f1", "has_ans_em", "has_ans_f1", "no_ans_em", "no_ans_f1")
 
     def primary_metric(self, label_names: list[str]) -> str:
         return "f1"

@@ -43,6 +43,7 @@ NO_WORD = -1  # word_ids entry of special tokens
 class TokenTagging:
     name: ClassVar[str] = "token_tagging"
     family: ClassVar[Family] = "tagging"
+    metrics: ClassVar[tuple[str, ...]] = ("f1", "precision", "recall")
 
     def primary_metric(self, label_names: list[str]) -> str:
         return "f1"

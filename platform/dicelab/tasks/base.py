@@ -33,6 +33,10 @@ class Task(Protocol):
     name: ClassVar[str]
     family: ClassVar[Family]
 
+    # Every dev metric the task can log, for any label set (no "dev_" prefix): what `train.metric` and
+    # `search.metric` may name, checked before anything runs (the label set decides which are logged).
+    metrics: ClassVar[tuple[str, ...]]
+
     def primary_metric(self, label_names: list[str]) -> str:
         """The dev metric to select on when train.metric is "auto" (f1, accuracy, ...)."""
         ...

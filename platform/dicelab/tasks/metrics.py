@@ -18,16 +18,20 @@ PerClass = dict[str, dict[str, float]]
 
 
 def classification_metrics(
-    gold: Sequence[int] | np.ndarray, predicted: Sequence[int] | np.ndarray, label_names: Sequence[str]
+    gold: Sequence[int] | np.ndarray,
+    predicted: Sequence[int] | np.ndarray,
+    label_names: Sequence[str],
+    probabilities: np.ndarray | None = None,
 ) -> tuple[dict[str, float], PerClass]:
     """Sentence / pair classification scores and a per-class (one-vs-rest) report.
 
     Binary (two labels, the positive one last): `f1`, `precision`, `recall` of the positive class, `accuracy`.
     Multi-class: `accuracy` and `macro_f1`, the unweighted mean F1 over the classes present in the gold or
-    predicted labels (scikit-learn's default label set).
+    predicted labels (scikit-learn's default label set). With `probabilities` (N, C), one row per example:
+    `log_loss`, the dev set's cross entropy whatever loss the model trained with (lower is better).
     """
     # scikit-learn and seqeval where a score is computed: a sweep's driver imports the tasks without scoring
-    from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+    from sklearn.metrics import accuracy_score, f1_score, log_loss, precision_recall_fscore_support
 
     gold, predicted = np.asarray(gold, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
     if len(gold) == 0:
@@ -47,12 +51,27 @@ def classification_metrics(
         for k, name in enumerate(label_names)
     }
     accuracy = float(accuracy_score(gold, predicted))
+    losses = (
+        {
+            "log_loss": float(
+                log_loss(gold, _rows_summing_to_one(probabilities), labels=range(len(label_names)))
+            )
+        }
+        if probabilities is not None
+        else {}
+    )
     if len(label_names) == 2:
         positive = {"f1": float(f1[1]), "precision": float(precision[1]), "recall": float(recall[1])}
-        return {**positive, "accuracy": accuracy}, per_class
+        return {**positive, "accuracy": accuracy, **losses}, per_class
     # without `labels`, scikit-learn averages over the classes present in the gold or predicted labels
     macro_f1 = float(f1_score(gold, predicted, average="macro", zero_division=0))
-    return {"accuracy": accuracy, "macro_f1": macro_f1}, per_class
+    return {"accuracy": accuracy, "macro_f1": macro_f1, **losses}, per_class
+
+
+def _rows_summing_to_one(probabilities: np.ndarray) -> np.ndarray:
+    """float32 softmax rows sum to 1 within rounding only; scikit-learn's log_loss wants them exact."""
+    rows = np.asarray(probabilities, dtype=np.float64)
+    return rows / rows.sum(axis=1, keepdims=True)
 
 
 def tagging_metrics(gold: list[list[str]], predicted: list[list[str]]) -> tuple[dict[str, float], PerClass]:

@@ -38,6 +38,10 @@ RACE_DECISION = "dicelab.race.decision"
 RACE_STATUS = "dicelab.race.status"
 RACE_WINNER = "dicelab.race.winner"  # on the parent run: the configuration the race chose
 RACE_TEST = "dicelab.race.test"  # on the parent run: the paired test the race decided with (t | permutation)
+RACE_CONFIGURATION = "dicelab.race.configuration"  # on a raced trial's run: its configuration's race label
+# On a dropped trial's run: the race's evidence at the drop (JSON: leader, n, difference, low, high, p,
+# p_holm, family, test), which the analysis's Decision keeps as the race made it.
+RACE_ELIMINATION = "dicelab.race.elimination"
 
 # Experiment tag read by MLflow 3's UI to choose an experiment's first page: "custom_model_development" opens
 # the runs table ("Model training"); without it the UI guesses and may open the GenAI overview (traces).

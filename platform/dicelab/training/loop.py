@@ -156,6 +156,7 @@ class Trial:
         self.config, self.inputs, self.device, self.fallback = config, inputs, device, fallback
         self.task = TASKS.get(config.task.name)()
         self.metric = train.metric if train.metric != "auto" else self.task.primary_metric(inputs.label_names)
+        self.minimise = train.mode == "min"  # the best evaluation is the metric's lowest (a loss)
         self.precision = select_precision(train, device, fell_back=fallback is not None)
         self.scaler = gradient_scaler(device, self.precision)
         lengths = row_lengths(inputs.train_features) if train.batching == "length" else None
@@ -171,7 +172,7 @@ class Trial:
         self.loss_fn = build_loss(config.loss.name, **loss_params).to(device)
         self.optimizer = build_optimizer(self.model, train)
         self.scheduler = build_scheduler(self.optimizer, train, self.plan.total_steps)
-        self.progress = Progress()
+        self.progress = Progress(best_value=math.inf if self.minimise else -math.inf)
         if resume is not None:
             self.model.load_state_dict(resume["model"])
             self.optimizer.load_state_dict(resume["optimizer"])
@@ -326,7 +327,7 @@ class Trial:
         """Track the best evaluation (weights, predictions) and patience, then report the evaluation."""
         progress = self.progress
         value = evaluation.metrics[self.metric]
-        is_best = value > progress.best_value
+        is_best = value < progress.best_value if self.minimise else value > progress.best_value
         progress.final_metrics = dict(evaluation.metrics)
         if is_best:
             progress.best_value, progress.best_step = value, progress.step
