@@ -14,9 +14,12 @@ from dicelab.config import ExperimentConfig, parse_config, read_config
 from dicelab.errors import ConfigError
 
 
-def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read, override and validate a config file. Raises ConfigError with a one-line message."""
-    config = read_config(path, overrides)
+def load_experiment(
+    path: str | Path, overrides: list[str] | None = None, plugins: list[str] | None = None
+) -> ExperimentConfig:
+    """Read, override and validate a config file, after loading its plugins (the config's `plugins:`,
+    then `plugins`: `--plugin`, then `DICELAB_PLUGINS`). Raises ConfigError with a one-line message."""
+    config = read_config(path, overrides, plugins)
     check_experiment(config, str(path))
     return config
 
@@ -28,7 +31,11 @@ def experiment_from_dict(data: dict[str, Any], source: str = "<config>") -> Expe
 
 
 def check_experiment(config: ExperimentConfig, source: str = "<config>") -> None:
-    """Check the registry names and loss parameters of a schema-valid config (one-line ConfigError)."""
+    """Check the registry names and loss parameters of a schema-valid config (one-line ConfigError), once
+    its plugins are loaded: they may register any of these names."""
+    from dicelab.plugins import load_plugins
+
+    load_plugins(config.plugins)
 
     def fail(key: str, message: str) -> None:
         raise ConfigError(f"{source}: config key {key!r}: {message}")

@@ -1,4 +1,5 @@
-"""The contract every registered data source passes (the source-side twin of tests/losses' LossContract).
+"""The contract every registered data source passes (`dicelab.contracts.sources`, the source-side twin of the
+LossContract).
 
 `SourceContract` runs over `SOURCES.names()`: a source is in the suite the moment it is registered, and a
 source without an example dataset in `EXAMPLES` fails until it gets one. The file sources read local copies
@@ -8,34 +9,17 @@ of synthetic data (`local`: JSONL split files; `hub`: Parquet splits in hub layo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import datasets
 import pandas as pd
 import pytest
 
-from dicelab.config import ExperimentConfig
-from dicelab.data import CANONICAL_COLUMNS, Family, RawDataset, load_raw_dataset
-from dicelab.data.provenance import origin_of
+from dicelab.contracts.sources import SourceCase, SourceContract, make_config
+from dicelab.data import Family
 from dicelab.data.sources import SOURCES
 
 SYNTHETIC = {"pairs": "synthetic_pairs", "tagging": "synthetic_tagging", "spans": "synthetic_spans"}
-SMALL = {"n_train": 30, "n_dev": 10, "seed": 5}
-
-
-@dataclass
-class SourceCase:
-    source: str
-    family: Family
-    config: ExperimentConfig
-    reads_files: bool  # file sources locate each example (file and line) for error messages
-
-
-def make_config(source: str, cache_dir: Path, **data: Any) -> ExperimentConfig:
-    data = {"source": source, "synthetic": SMALL, "cache_dir": str(cache_dir), **data}
-    return ExperimentConfig.model_validate({"name": f"contract-{source}", "data": data})
 
 
 def synthetic_frames(family: Family, tmp_path: Path) -> dict[str, pd.DataFrame]:
@@ -93,34 +77,6 @@ def cases(request: pytest.FixtureRequest, tmp_path: Path) -> list[SourceCase]:
     found = EXAMPLES[request.param](tmp_path)
     assert found and all(case.source == request.param for case in found)
     return found
-
-
-class SourceContract:
-    def test_gives_every_split_in_the_canonical_columns(self, cases: list[SourceCase]) -> None:
-        for case in cases:
-            raw = SOURCES.get(case.source)(case.config, case.family)
-            assert isinstance(raw, RawDataset) and raw.family == case.family
-            assert set(case.config.data.splits) <= set(raw.splits), case.family
-            for split, frame in raw.splits.items():
-                assert list(frame.columns) == list(CANONICAL_COLUMNS[case.family]), (case.family, split)
-                assert len(frame) > 0, (case.family, split)
-                if case.reads_files:
-                    assert origin_of(frame) != "<data>", (case.family, split)
-            assert all(isinstance(label, str) for label in raw.label_names)
-            assert raw.fingerprint == ""  # load_raw_dataset fingerprints what every source gives
-
-    def test_loads_checked_and_fingerprinted_the_same_twice(self, cases: list[SourceCase]) -> None:
-        for case in cases:
-            first = load_raw_dataset(case.config, case.family)
-            second = load_raw_dataset(case.config, case.family)
-            assert first.fingerprint and first.fingerprint == second.fingerprint
-            assert set(first.splits) >= {"train", "dev"}
-            for frame in first.splits.values():
-                assert isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0
-            if case.family != "spans":
-                labels = {"pairs": "label", "tagging": "tags"}[case.family]
-                seen = set(first.train[labels].explode()) | set(first.dev[labels].explode())
-                assert seen <= set(first.label_names)
 
 
 class TestEveryRegisteredSource(SourceContract):

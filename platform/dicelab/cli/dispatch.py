@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "losses": ("dicelab.cli.losses", "loss utilities (plot: the paper's Figure 1)"),
     "validate": ("dicelab.cli.validate", "load and validate configs without running them"),
     "predict": ("dicelab.cli.predict", "predict with a saved model (models:/, runs:/ or a directory)"),
+    "plugins": ("dicelab.cli.plugins", "check a plugin's losses, tasks, data sources and families"),
 }
 
 

@@ -18,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config key, e.g. --set train.epochs=2 (repeatable)",
     )
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load a plugin first: a module name, .py file or package directory (repeatable)",
+    )
     parser.add_argument("--name", help="sweep name (MLflow experiment); default: the config's name")
     parser.add_argument(
         "--tracking-uri",
@@ -46,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             config=args.config,
             address=args.address,
             overrides=args.overrides,
+            plugins=args.plugin,
             name=args.name,
             tracking_uri=args.tracking_uri,
             follow=args.follow,

@@ -19,6 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="override a config key, e.g. --set train.epochs=2 (repeatable)",
     )
     parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load a plugin first: a module name, .py file or package directory (repeatable)",
+    )
+    parser.add_argument(
         "--address",
         help="Ray cluster to join: auto (the cluster on this machine) or HOST:PORT; "
         "default: $RAY_ADDRESS, else a new local Ray for this sweep",
@@ -52,13 +59,14 @@ def run(args: argparse.Namespace) -> int:
     if args.retry_failed and not args.resume:
         raise ConfigError("--retry-failed continues a sweep: use it with --resume")
     # The schema first, then the driver's imports (MLflow, Ray): a typo is reported in under a second.
-    read_config(args.config, args.overrides)
+    read_config(args.config, args.overrides, args.plugin)
     from dicelab.sweeps.driver import SweepOptions, run_sweep
 
     return run_sweep(
         SweepOptions(
             config=args.config,
             overrides=args.overrides,
+            plugins=args.plugin,
             address=args.address,
             name=args.name,
             resume=args.resume,

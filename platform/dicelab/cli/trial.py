@@ -33,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLflow store; tracks even when the config says tracking.enabled: false "
         "(default: config tracking.uri, env MLFLOW_TRACKING_URI, sqlite under ./.dicelab/)",
     )
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load a plugin first: a module name, .py file or package directory (repeatable)",
+    )
     parser.add_argument("--no-tracking", action="store_true", help="do not record the trial in MLflow")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line, last")
     parser.add_argument("--quiet", action="store_true", help="no progress output, only the result")
@@ -44,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_experiment(args.config, args.set)
+    config = load_experiment(args.config, args.set, args.plugin)
     if args.register and (args.no_tracking or config.train.save_model == "none"):
         why = "--no-tracking" if args.no_tracking else "train.save_model: none"
         raise ConfigError(f"--register {args.register}: no model is saved with {why}")

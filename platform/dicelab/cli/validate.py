@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", nargs="+", type=Path, help="YAML config files")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load a plugin first: a module name, .py file or package directory (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.configs:
         try:
-            config = load_experiment(path, args.overrides)
+            config = load_experiment(path, args.overrides, args.plugin)
             summary = _summary(config, path, args.overrides)
         except ConfigError as error:
             print(f"dicelab validate: error: {error}", file=sys.stderr)

@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from dicelab.config.schema import ExperimentConfig
 from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import ConfigError
+from dicelab.plugins.loading import environment_entries, resolve_entries
 
 
 def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -238,13 +239,34 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> ExperimentCo
         raise ConfigError(f"{source}: {format_validation_error(error, ExperimentConfig, data)}") from None
 
 
-def read_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read a config file, apply the overrides and check the schema (see `parse_config`)."""
-    return parse_config(apply_overrides(read_yaml(path), overrides), str(path))
+def read_config(
+    path: str | Path, overrides: list[str] | None = None, plugins: list[str] | None = None
+) -> ExperimentConfig:
+    """Read a config file, apply the overrides and check the schema (see `parse_config`).
+
+    The config's `plugins:` then holds every plugin the run loads (`with_plugins`)."""
+    config = parse_config(apply_overrides(read_yaml(path), overrides), str(path))
+    return with_plugins(config, Path(path).parent, plugins)
+
+
+def with_plugins(config: ExperimentConfig, base: Path, plugins: list[str] | None = None) -> ExperimentConfig:
+    """The config's plugin entries (paths made absolute against `base`, the config's directory), then
+    `plugins` (`--plugin`, relative to the working directory), then `DICELAB_PLUGINS`', each once: what a
+    trial or an exported config loads, wherever it runs. Loading them is `dicelab.experiment`'s."""
+    entries = [
+        *resolve_entries(config.plugins, base),
+        *resolve_entries(plugins or [], Path.cwd()),
+        *environment_entries(),
+    ]
+    config.plugins = list(dict.fromkeys(entries))
+    return config
 
 
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
-    return config.model_dump(mode="json")
+    data = config.model_dump(mode="json")
+    if not data["plugins"]:  # configs without plugins read as they always have
+        del data["plugins"]
+    return data
 
 
 def config_to_yaml(config: ExperimentConfig) -> str:
@@ -269,4 +291,7 @@ def flatten_config(config: ExperimentConfig) -> dict[str, Any]:
     data.pop("paper", None)
     data.pop("search", None)
     data.pop("description", None)
+    data.pop(
+        "plugins", None
+    )  # a run's plugins are its tag (`dicelab.plugins.PLUGINS_TAG`), with their hashes
     return flatten(data)

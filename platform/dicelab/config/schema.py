@@ -197,6 +197,8 @@ class TrackingConfig(Section):
 class ExperimentConfig(Section):
     name: str = Field(..., min_length=1)
     description: str = ""
+    # Plugin modules to load first: module names, .py files or package directories (docs: plugins).
+    plugins: list[str] = Field(default_factory=list)
     data: DataConfig = Field(default_factory=DataConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

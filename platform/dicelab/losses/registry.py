@@ -14,7 +14,7 @@ from dicelab.errors import ConfigError
 from dicelab.losses.base import Loss
 from dicelab.registry import Registry
 
-LOSSES: Registry[type[Loss]] = Registry("loss")
+LOSSES: Registry[type[Loss]] = Registry("loss", builtins="dicelab.losses")
 
 
 def _loss_class(name: str, params: Mapping[str, Any]) -> type[Loss]:

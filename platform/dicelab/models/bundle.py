@@ -3,6 +3,7 @@
     <bundle>/
       dicelab_model.json        format, task, family, label names, decoding settings, metrics, step
       config.yaml               the trial's dicelab config
+      plugins/                  the plugin modules the config names (`plugins:` points here)
       tokenizer/                the tokenizer (save_pretrained)
       encoder/model.safetensors the encoder's weights, Hugging Face layout (and encoder/config.json for a
                                 pretrained backbone, so it loads from here without the hub)
@@ -25,6 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from dicelab.config import ExperimentConfig, config_to_yaml
 from dicelab.errors import DataError
+from dicelab.plugins.copies import copy_plugins
 from dicelab.tasks import TASKS
 
 BUNDLE_FORMAT = 1
@@ -89,6 +91,8 @@ def write_bundle(
     encoder_dir = directory / ENCODER_DIR
     encoder_dir.mkdir(parents=True, exist_ok=True)
     (directory / INFO_FILE).write_text(json.dumps(asdict(info), indent=2), encoding="utf-8")
+    if config.plugins:  # the model carries its plugins' code: it loads wherever it is copied to
+        config = config.model_copy(update={"plugins": copy_plugins(config.plugins, directory)})
     (directory / CONFIG_FILE).write_text(config_to_yaml(config), encoding="utf-8")
     tokenizer.save_pretrained(str(directory / TOKENIZER_DIR))
     encoder = {k[len(ENCODER_PREFIX) :]: v for k, v in state_dict.items() if k.startswith(ENCODER_PREFIX)}

@@ -106,7 +106,7 @@ class SearchAlgorithm:
         return point
 
 
-ALGORITHMS: Registry[SearchAlgorithm] = Registry("search algorithm")
+ALGORITHMS: Registry[SearchAlgorithm] = Registry("search algorithm", builtins="dicelab.sweeps.algorithms")
 
 
 def algorithm(name: str) -> SearchAlgorithm:

@@ -12,6 +12,7 @@ after Ray's start began).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -25,6 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError, DicelabError, first_line
+from dicelab.plugins import PLUGINS_TAG, fingerprint, load_plugins, pins, py_modules
 from dicelab.sweeps import local_ray, ray_adapter, trial_env
 from dicelab.sweeps.space import SweepPlan, check_overrides, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
@@ -43,6 +45,7 @@ RESULTS_DIR = "ray_results"
 class SweepOptions:
     config: str
     overrides: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # --plugin entries (the config's own come with it)
     address: str | None = None  # None: $RAY_ADDRESS, else a new local Ray; "auto"; "HOST:PORT"
     name: str | None = None
     resume: bool = False
@@ -81,7 +84,9 @@ def load_sweep_config(options: SweepOptions) -> tuple[ExperimentConfig, SweepPla
     overrides = list(options.overrides)
     if options.name:
         overrides += [f"name={options.name}", f"tracking.experiment={options.name}"]
-    config = read_config(options.config, overrides)
+    config = read_config(options.config, overrides, options.plugins)
+    # before Ray starts: a sweep joining a cluster sends the plugins' files with its runtime env
+    load_plugins(config.plugins)
     _absolute_paths(config)  # before the outline: its trials' configs start from this one
     plan = outline_sweep(config, options.config)
     check_overrides(plan, options.overrides)
@@ -125,8 +130,11 @@ def connect_ray(address: str | None) -> None:
         # the trials log to the driver's MLflow server with its login, on every node of the cluster
         missing = trial_env.missing_in_job(trial_env.mlflow_client_env())
         runtime_env: dict[str, Any] = {"env_vars": missing} if missing else {}
-        if address != "auto":  # ship this version of dicelab to the cluster's workers (the package only)
-            runtime_env["py_modules"] = [dicelab]
+        shipped: list[Any] = [dicelab] if address != "auto" else []  # this dicelab (the package only)
+        shipped += py_modules(pins())  # and the user's plugins: every node imports the driver's version
+        job = json.loads(os.environ.get(trial_env.JOB_CONFIG_VAR) or "{}")
+        if shipped and "py_modules" not in (job.get("runtime_env") or {}):  # `dicelab submit` sent them
+            runtime_env["py_modules"] = shipped
         try:
             ray.init(address=address, runtime_env=runtime_env or None, **quiet)
         except Exception as error:  # Ray's own version check or a refused token: the preflight's one line
@@ -298,6 +306,8 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
             client, config, plan, sweep_root, config_yaml, tracking_uri, resumed
         )
         opened.append((client, state, directory))
+        if pins():  # which plugin versions the sweep's trials import (each trial run has the tag too)
+            client.set_tag(state.parent_run_id, PLUGINS_TAG, fingerprint())
         _print_header(console, options, config, plan, _mlflow_location(tracking_uri, state))
         for line in warm_start:
             console.print(line, highlight=False, soft_wrap=True)
@@ -495,6 +505,7 @@ def _fit(
         tracking_uri=state.tracking_uri,
         metric=metric,
         cpus_per_trial=plan.search.resources.cpu,
+        plugins=pins(),
     )
     ray_adapter.quiet_tune_driver()  # the sweep's own view, Tune's state saves, JSON logs only
     if resume and tune.Tuner.can_restore(directory):

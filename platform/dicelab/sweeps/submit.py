@@ -26,6 +26,7 @@ from rich.console import Console
 from dicelab.config import read_config
 from dicelab.errors import ConfigError, DicelabError, TrackingError, first_line
 from dicelab.experiment import check_experiment
+from dicelab.plugins import PLUGINS_TAG, fingerprint, pins, py_modules
 from dicelab.sweeps import ray_adapter, trial_env
 from dicelab.sweeps.space import check_overrides, outline_sweep
 from dicelab.tracking.store import check_tracking as check_server
@@ -56,6 +57,7 @@ class SubmitOptions:
     config: str
     address: str
     overrides: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # --plugin entries
     name: str | None = None
     tracking_uri: str | None = None
     follow: bool = False
@@ -64,9 +66,11 @@ class SubmitOptions:
     check_tracking: bool = True  # False: the server is reachable from the cluster only
 
 
-def entrypoint(config: str, options: SubmitOptions, storage: str | None) -> str:
+def entrypoint(config: str, options: SubmitOptions, storage: str | None, modules: list[str] = ()) -> str:
+    """`modules`: the plugins' module names; the job has their files (`runtime_env`) on its Python path."""
     words = ["python", "-m", "dicelab.cli", "sweep", config, "--address", "auto"]
-    for override in [*options.overrides, *([f"search.storage={storage}"] if storage else [])]:
+    plugins = [f"plugins=[{', '.join(modules)}]"] if modules else []
+    for override in [*options.overrides, *plugins, *([f"search.storage={storage}"] if storage else [])]:
         words += ["--set", override]
     if options.resume:
         words.append("--resume")
@@ -77,7 +81,7 @@ def entrypoint(config: str, options: SubmitOptions, storage: str | None) -> str:
     return shlex.join(words)
 
 
-def runtime_env(working_dir: Path) -> dict[str, Any]:
+def runtime_env(working_dir: Path, plugin_paths: list[str] = ()) -> dict[str, Any]:
     import dicelab
 
     package = Path(dicelab.__file__).resolve().parent
@@ -87,7 +91,7 @@ def runtime_env(working_dir: Path) -> dict[str, Any]:
     env: dict[str, Any] = {
         "working_dir": str(working_dir),
         "excludes": excludes,
-        "py_modules": [str(package)],
+        "py_modules": [str(package), *plugin_paths],  # dicelab, then the user's plugins
     }
     forwarded = trial_env.mlflow_client_env()
     env["env_vars"] = trial_env.env_vars(forwarded)  # the job's driver and every worker of its trials
@@ -124,7 +128,7 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
         )
     # config errors here, not on the cluster: the schema now, the registries (torch, transformers: seconds of
     # imports) once the server has answered, so a server that is down is said at once
-    config = read_config(config_path, options.overrides)
+    config = read_config(config_path, options.overrides, options.plugins)
     if config.search is None:
         raise ConfigError(f"{options.config}: a sweep config needs a search: section (see docs: sweeps)")
     check_overrides(outline_sweep(config, options.config), options.overrides)
@@ -152,10 +156,11 @@ def submit(options: SubmitOptions, console: Console | None = None) -> int:
                 config_path.relative_to(working_dir).as_posix(),
                 options,
                 None if config.search.get("storage") else JOB_STORAGE,
+                [pin.module for pin in pins()],
             ),
-            runtime_env=runtime_env(working_dir),
+            runtime_env=runtime_env(working_dir, py_modules(pins())),
             submission_id=submission_id,
-            metadata={"dicelab.sweep": name},
+            metadata={"dicelab.sweep": name, PLUGINS_TAG: fingerprint()},
         )
     except Exception as error:
         raise SubmitError(

@@ -32,6 +32,7 @@ from ray import tune
 
 from dicelab.config import ExperimentConfig, flatten_config
 from dicelab.errors import DicelabError, TrialFailed, first_line
+from dicelab.plugins import Pin, import_pinned
 from dicelab.sweeps import ray_adapter, records
 from dicelab.sweeps.space import LOSS_KEY, SEED_KEY, Point, SweepPlan
 from dicelab.tracking import conventions as names
@@ -67,6 +68,7 @@ class SweepContext:
     tracking_uri: str
     metric: str  # the dev metric Tune optimises, without prefix ("f1")
     cpus_per_trial: float
+    plugins: tuple[Pin, ...] = ()  # the driver's plugins: each trial imports and checks them first
 
     @property
     def tune_metric(self) -> str:
@@ -286,6 +288,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
     ray_adapter.quiet_checkpoint_logs()
     ray_adapter.wait_for_stopped_trial_threads()  # so that a stopped trial's worker takes the next trial
     transformers.utils.logging.disable_progress_bar()
+    import_pinned(context.plugins)  # a version other than the driver's fails the trial, saying so
     config, overrides = trial_config(context, point_of(tune_config, context.plan))
     trial_id = tune.get_context().get_trial_id()
     client = MlflowClient(context.tracking_uri)

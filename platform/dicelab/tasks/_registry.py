@@ -5,4 +5,4 @@ from __future__ import annotations
 from dicelab.registry import Registry
 from dicelab.tasks.base import Task
 
-TASKS: Registry[type[Task]] = Registry("task")
+TASKS: Registry[type[Task]] = Registry("task", builtins="dicelab.tasks")

@@ -77,7 +77,7 @@ class BackboneFamily:
     positions: Callable[[Any], int | None] = position_table
 
 
-FAMILIES: Registry[BackboneFamily] = Registry("backbone family")
+FAMILIES: Registry[BackboneFamily] = Registry("backbone family", builtins="dicelab.tasks.families")
 
 for _family in (
     BackboneFamily("bert", "first", by_type_vocabulary),

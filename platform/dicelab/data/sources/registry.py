@@ -13,4 +13,4 @@ from dicelab.registry import Registry
 
 Source = Callable[[ExperimentConfig, Family], RawDataset]
 
-SOURCES: Registry[Source] = Registry("data source")
+SOURCES: Registry[Source] = Registry("data source", builtins="dicelab.data.sources")

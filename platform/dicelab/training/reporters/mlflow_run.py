@@ -18,6 +18,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import first_line
+from dicelab.plugins import PLUGINS_TAG, fingerprint
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import ENDING_EVENT, State, TrialRun, reopening_event
 from dicelab.tracking.mlflow_adapter import MAX_PARAM_VALUE_LENGTH, MAX_TAG_VALUE_LENGTH, PARENT_RUN_ID_TAG
@@ -78,6 +79,8 @@ class MlflowReporter(Reporter):
             tags[names.BACKBONE_COMMIT] = info["backbone_commit"]
         if self.parent_run_id:
             tags[PARENT_RUN_ID_TAG] = self.parent_run_id
+        if plugin_versions := fingerprint():  # the plugin modules and source hashes this trial imported
+            tags[PLUGINS_TAG] = plugin_versions
         params = {
             key: _truncate(str(value), MAX_PARAM_VALUE_LENGTH)
             for key, value in flatten_config(config).items()
