@@ -104,6 +104,8 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "mode": None,
         "device": "cpu",
         "precision": "fp32",
+        "compile": False,
+        "tf32": True,  # CUDA only: a CPU trial ignores it
         "num_threads": 1,
         "log_every_steps": 1,
         "save_model": "none",
