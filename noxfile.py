@@ -58,10 +58,10 @@ def next_release(available: list[str], newest: str = ENDS["newest"]["ray"]) -> V
 
 
 def _install(session: nox.Session, ray: str, mlflow: str) -> None:
-    session.install("uv")
-    session.run("python", "infra/scripts/install_torch.py", TORCH_SPEC)
+    session.install("uv")  # `nox -R` (reuse the venv, no installs) skips these three
+    session.run_install("python", "infra/scripts/install_torch.py", TORCH_SPEC)
     uv = ["uv", "pip", "install", "--quiet", "--python", str(Path(session.bin) / "python")]
-    session.run(*uv, "-e", ".[dev]", f"ray[default,tune]=={ray}", f"mlflow[auth]=={mlflow}")
+    session.run_install(*uv, "-e", ".[dev]", f"ray[default,tune]=={ray}", f"mlflow[auth]=={mlflow}")
     versions = "import ray, mlflow; print('ray', ray.__version__, 'mlflow', mlflow.__version__)"
     session.run("python", "-c", versions)
 

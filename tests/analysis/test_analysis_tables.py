@@ -50,8 +50,9 @@ def test_observations_scale_unit_metrics_to_percent_and_say_why_a_trial_is_out(r
     )
     assert sorted(obs.loc[("pair_classification", "ce", 0), "value"]) == pytest.approx([75.0, 78.0])
     assert set(obs.loc[("pair_classification", "ce", 0), "unit"]) == {"%"}
-    assert obs.loc[("span_extraction", "ce", 1), "value"] == 64.0  # EM in 0..100 stays as it is
-    assert obs.loc[("span_extraction", "ce", 1), "unit"] == ""
+    # one row; `.item()` as the index is not unique (pandas 2 then returns a Series even for a unique key)
+    assert obs.loc[[("span_extraction", "ce", 1)], "value"].item() == 64.0  # EM in 0..100 stays as it is
+    assert obs.loc[[("span_extraction", "ce", 1)], "unit"].item() == ""
     tversky = obs.loc[("pair_classification", "tversky")]
     assert tversky.loc[2, "exclusion"].tolist().count("metric is NaN or inf") == 1
     assert tversky.loc[3, "exclusion"] == "non_finite" and not tversky.loc[3, "usable"]

@@ -47,7 +47,8 @@ def mixed_sweep(tmp_path_factory, ray_cluster, mlflow_server, sweep_tools):
     overflows the weights (non-finite loss), one that asks for CUDA on a CPU-only cluster (raises), and a long
     one whose worker is killed mid-way (only the first found: retried from its last checkpoint).
 
-    Returns (the driver's exit code, its log, the parent run, the trial runs by trial id)."""
+    Returns (the driver's exit code, its log, the parent run, the trial runs by trial id, node id -> the
+    trials' CPU reservations Ray placed there)."""
     if _cuda_available():
         pytest.skip("this machine has CUDA: the cuda trials would not fail")
     directory = tmp_path_factory.mktemp("mixed")
@@ -86,12 +87,18 @@ def mixed_sweep(tmp_path_factory, ray_cluster, mlflow_server, sweep_tools):
     parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-cluster")
     assert len(parents) == 1, parents
     runs = sweep_tools.by_trial(parents[0], trials)  # the retried trial kept its one run
-    return driver.popen.returncode, driver.log.read_text(), parents[0], runs
+    # where Ray reserved the trials' CPUs: this sweep's placement groups, found by its driver's Ray job
+    reserved = reservations(
+        ray_cluster, sweep_tools, job_id=job_of(ray_cluster, sweep_tools, driver.popen.pid)
+    )
+    return driver.popen.returncode, driver.log.read_text(), parents[0], runs, reserved
 
 
-def test_sweep_on_a_two_node_cluster_records_nested_runs(mixed_sweep, mlflow_server):
-    returncode, log, parent, runs = mixed_sweep
+def test_sweep_on_a_two_node_cluster_records_nested_runs(mixed_sweep, mlflow_server, ray_cluster):
+    returncode, log, parent, runs, reserved = mixed_sweep
     assert returncode == 0, log
+    # a CPU-only sweep uses both nodes' CPUs: 2 trials at once at 1 CPU, one on each node's
+    assert set(reserved) == set(ray_cluster.node_ids), reserved
     assert "4 completed" in log
     assert len(runs) == 8
     assert parent.info.status == "FINISHED"
@@ -121,7 +128,7 @@ def test_sweep_on_a_two_node_cluster_records_nested_runs(mixed_sweep, mlflow_ser
 
 
 def test_failed_nan_and_crashed_trials_are_recorded_and_the_sweep_goes_on(mixed_sweep, mlflow_server):
-    returncode, log, parent, runs = mixed_sweep
+    returncode, log, parent, runs, _ = mixed_sweep
     assert returncode == 0, log  # some trials failed, the sweep ran: exit 0
     assert parent.info.status == "FINISHED"
     assert len(runs) == 8
@@ -306,44 +313,57 @@ def max_overlap(runs: list[Run]) -> int:
 def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, mlflow_server, sweep_tools):
     """Fractional GPUs on a real two-node Ray cluster without a GPU: each node of the tests' shared
     cluster declares one (`ray start --num-gpus=1`, tests/integration/conftest.py), and a sweep of 8 trials
-    at `search.resources.gpu: 0.25` (cpu 0.25) has Ray reserve 4 trials on each node's GPU at once, never
-    more on one. Each trial records the GPU id Ray gave it and the node and worker process that ran it
+    at `search.resources.gpu: 0.25` (cpu 0.25) has Ray reserve 4 trials on each node's GPU, all 8 at once
+    (watched through Ray's state API while the sweep runs), and each trial runs on the GPU reserved for it:
+    4 on each node. Each trial records the GPU id Ray gave it and the node and worker process that ran it
     (checked against the nodes' own worker logs); CUDA cannot see that GPU on this machine, so every trial
     trains on CPU and says so once (a tag on its run) instead of failing; the trials charge GPU-seconds for
     their reservation and the parent run sums them.
 
-    Which node's actors *run* the trials is Ray Tune's choice, not the reservation's: with actor reuse, a
-    trial whose own actor is still starting is handed a finished trial's actor instead (see docs/gpus.md,
-    "Which node runs a trial"). On this 2-core machine a trial's actor takes minutes to start (8 processes
-    import torch, transformers, Tune and MLflow at once) while a tiny trial trains in seconds, so the node
-    whose actors came up first may run all 8, 4 at a time; the test asserts what holds either way and
-    prints which it was."""
+    The sweep sets `search.reuse_actors: false`. With Tune's actor reuse (dicelab's default), a trial whose
+    own actor is still starting is handed a finished trial's actor instead, wherever that one runs: on this
+    2-core machine actors take minutes to start (8 processes import torch, transformers, Tune and MLflow at
+    once) while a tiny trial trains in seconds, so the node whose actors came up first ran all 8 trials, 4
+    at a time, although Ray had reserved 4 on each GPU (docs/gpus.md, "Which node runs a trial")."""
     if _cuda_available():
         pytest.skip("this machine has CUDA: the declared GPUs would be real ones")
     config = sweep_tools.write_sweep(
         tmp_path,
         "it-gpu-packing",
         # one configuration, 8 seeds; CPUs never limit (8 x 0.25 = the cluster's 2), GPUs do (8 x 0.25 = 2)
-        {"seeds": list(range(1, TRIALS + 1)), "resources": {"cpu": SHARE, "gpu": SHARE}},
-        data={"synthetic": {"n_train": 192, "n_dev": 32}},  # long enough for the trials to overlap
+        {
+            "seeds": list(range(1, TRIALS + 1)),
+            "resources": {"cpu": SHARE, "gpu": SHARE},
+            "reuse_actors": False,  # each trial on the GPU share Ray reserved for it
+        },
+        data={"synthetic": {"n_train": 192, "n_dev": 32}},
     )
     started = time.monotonic()
-    done = sweep_tools.run(
-        ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server],
-        tmp_path,
-        timeout_s=500,
-    )
+    args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
+    driver = sweep_tools.start(args, tmp_path)
+    most: dict[str, int] = {}  # the most reservations held at once, per node, at the moment of the most
+    try:
+        while driver.popen.poll() is None and time.monotonic() - started < 500:
+            held = reservations(ray_cluster, sweep_tools, states=("CREATED",))
+            if sum(held.values()) > sum(most.values()):
+                most = held
+            time.sleep(2)
+        assert driver.popen.poll() is not None, "the sweep did not end in 500 s"
+    finally:
+        driver.stop()
     seconds = time.monotonic() - started
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{TRIALS} completed" in done.stdout
+    log = driver.log.read_text()
+    assert driver.popen.returncode == 0, log
+    assert f"{TRIALS} completed" in log
 
     parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-gpu-packing")
     runs = list(sweep_tools.by_trial(parents[0], trials).values())
     assert len(runs) == TRIALS
 
-    # Ray reserved the trials' bundles 4 per node: both declared GPUs packed to their capacity at once.
+    # Ray reserved the trials' bundles 4 per node, all 8 at once: both declared GPUs packed to capacity.
     reserved = reservations(ray_cluster, sweep_tools)
     assert reserved == dict.fromkeys(ray_cluster.node_ids, PER_GPU), reserved
+    assert most == dict.fromkeys(ray_cluster.node_ids, PER_GPU), most
 
     # Each run's tags say where it ran, and the nodes' own logs agree: its worker process was one of that
     # node's Ray workers. Ray gave it GPU 0 (each node declares one GPU).
@@ -372,10 +392,10 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, ml
         f"trials per node {_named(trials_on, names_of)} in {_named(processes_on, names_of)} actor "
         f"processes; most at once per GPU {_named(overlaps, names_of)}, in the cluster {max_overlap(runs)}"
     )
-    assert max(overlaps.values()) == PER_GPU and sum(trials_on.values()) == TRIALS, overlaps
-    # A node runs at most 4 trials at once, so a node that ran more than 4 handed later trials to the
-    # actors of its first ones (Tune's actor reuse): never more actor processes than GPU shares.
-    assert all(count <= PER_GPU for count in processes_on.values()), processes_on
+    # Each trial ran on the GPU reserved for it: 4 on each node's, in an actor process of its own.
+    assert trials_on == dict.fromkeys(ray_cluster.node_ids, PER_GPU), trials_on
+    assert processes_on == {node: PER_GPU for node in ray_cluster.node_ids}, processes_on
+    assert max(overlaps.values()) <= PER_GPU, overlaps
 
     # CUDA cannot see the declared GPU: each trial trained on CPU and said so, once.
     for run in runs:
@@ -396,16 +416,37 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, ml
     assert parent[COST_CPU_HOURS] == pytest.approx(cpu_seconds / 3600)
 
 
-def reservations(cluster: Any, tools: Any) -> dict[str, int]:
-    """Node id -> how many trial reservations ({CPU: 0.25, GPU: 0.25} placement groups) Ray placed there,
-    as Ray's state API lists them (`ray list placement-groups --detail`; removed ones included). Only this
-    test's trials reserve that shape on the shared cluster."""
+def reservations(
+    cluster: Any,
+    tools: Any,
+    shape: dict[str, float] | None = None,
+    job_id: str | None = None,
+    states: tuple[str, ...] | None = None,
+) -> dict[str, int]:
+    """Node id -> how many trial reservations (single-bundle placement groups, {CPU: 0.25, GPU: 0.25} by
+    default) Ray placed there, as Ray's state API lists them (`ray list placement-groups --detail`; removed
+    ones included unless `states` says which): those of one Ray job (`job_id`), or of that shape (only the
+    packing test's trials reserve the default one on the shared cluster)."""
     placed: Counter[str] = Counter()
+    wanted = {"CPU": SHARE, "GPU": SHARE} if shape is None and job_id is None else shape
     for group in tools.state_list(cluster.dashboard, "placement_groups", tools.env, detail="True"):
+        if job_id is not None and group["creator_job_id"] != job_id:
+            continue
+        if states is not None and group["state"] not in states:
+            continue
         for bundle in group["bundles"]:
-            if bundle["unit_resources"] == {"CPU": SHARE, "GPU": SHARE}:
+            if wanted is None or bundle["unit_resources"] == wanted:
                 placed[bundle["node_id"]] += 1
     return dict(placed)
+
+
+def job_of(cluster: Any, tools: Any, driver_pid: int) -> str:
+    """The Ray job id of the driver process `driver_pid` (a `dicelab sweep --address` joins as a job)."""
+    for job in tools.state_list(cluster.dashboard, "jobs", tools.env):
+        info = job.get("driver_info") or {}
+        if str(info.get("pid")) == str(driver_pid):
+            return job["job_id"]
+    raise AssertionError(f"no Ray job of driver pid {driver_pid}")
 
 
 def worker_pids(cluster: Any) -> dict[int, str]:

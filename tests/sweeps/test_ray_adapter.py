@@ -53,9 +53,12 @@ def test_the_token_default_warning_is_quieted_where_its_logger_exists(monkeypatc
     logger = logging.getLogger(name)
     monkeypatch.setattr(logger, "level", logging.NOTSET)
     spec = importlib.util.find_spec(name)
+    warning = "Token authentication is enabled for this Ray cluster"
+    # Ray releases that warn (2.60) do it from that module; older ones (2.55) neither warn nor need it
     contract(
         f"the {name} logger (quiet_token_default_warning)",
-        spec is not None and "_warn_token_auth_enabled" in Path(spec.origin or "").read_text(),
+        warning not in _ray_python_source("_private")
+        or (spec is not None and warning in Path(spec.origin or "").read_text()),
     )
     assert ray_adapter.quiet_token_default_warning() is True and logger.level == logging.ERROR
 

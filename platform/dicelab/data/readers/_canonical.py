@@ -177,11 +177,19 @@ def _texts(column: pd.Series) -> pd.Series:
 def _labels(column: pd.Series) -> pd.Series:
     """Labels as strings, missing ones as NA; 1, 1.0 and "1" are the same label (vectorised when typed)."""
     if pd.api.types.is_integer_dtype(column):
-        return column.astype("str")
+        return _as_str(column)
     if pd.api.types.is_string_dtype(column) and not pd.api.types.is_object_dtype(column):
         labels = column.str.strip()
         return labels.where(labels != "")
-    return column.map(_label).astype("str")
+    return _as_str(column.map(_label))
+
+
+def _as_str(column: pd.Series) -> pd.Series:
+    """`astype("str")` that keeps missing values missing: pandas 2 turns them into "None"/"nan" strings
+    (MLflow 3.10 installs pandas 2; pandas 3 keeps them)."""
+    missing = column.isna()
+    labels = column.astype("str")
+    return labels.mask(missing) if missing.any() else labels
 
 
 def _tagging(table: pd.DataFrame, found: dict[str, ColumnKey | None]) -> pd.DataFrame:
