@@ -7,6 +7,7 @@ from mlflow.tracking import MlflowClient
 
 from dicelab.analysis import _run_tables, _store, load_histories, load_runs
 from dicelab.errors import TrackingError
+from dicelab.tracking import conventions as names
 
 
 def test_one_row_per_trial_with_typed_params_metrics_and_outcome(tracking_uri, sweep_log):
@@ -168,3 +169,16 @@ def test_histories_keep_nan_and_infinity_either_way(tracking_uri, sweep_log, mon
     assert list(history[history["run_id"] == finite]["step"]) == [10, 20, 30]
     latest = runs.trials.set_index("run_id")["best_dev_f1"]
     assert math.isnan(latest[nan]) and latest[inf] == sys.float_info.max and latest[finite] == 0.8
+
+
+def test_a_run_without_an_outcome_tag_counts_by_its_status_in_the_lifecycles_words(tracking_uri, sweep_log):
+    """A trial's run the sweep's driver stopped (KILLED, no outcome tag) is "interrupted", as the sweep
+    says, not "killed"."""
+    log = sweep_log("quick")
+    log.trial(0.8)
+    tags = {names.ROLE: names.ROLE_TRIAL, names.SWEEP_ID: log.sweep_id, names.TRIAL_ID: "t9"}
+    stopped = log.client.create_run(log.experiment_id, tags=tags).info.run_id
+    log.client.set_terminated(stopped, "KILLED")
+    running = log.client.create_run(log.experiment_id, tags={**tags, names.TRIAL_ID: "t10"}).info.run_id
+    outcomes = load_runs("quick", tracking_uri).trials.set_index("run_id")["outcome"]
+    assert (outcomes[stopped], outcomes[running]) == ("interrupted", "running")

@@ -20,6 +20,7 @@ from dicelab.analysis._store import (
 from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError, TrackingError, first_line
 from dicelab.tracking import conventions as names
+from dicelab.tracking import lifecycle
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -87,7 +88,8 @@ def _reachable_root(runs: RunSet) -> str | None:
 
 
 def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
-    """The experiment's "analysis" run (created once) for experiments without a sweep parent run."""
+    """The experiment's "analysis" run (created once, through its lifecycle) for experiments without a sweep
+    parent run."""
     existing = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`{names.ROLE}` = '{names.ROLE_ANALYSIS}'",
@@ -96,6 +98,6 @@ def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
     )
     if existing:
         return existing[0].info.run_id
-    run = client.create_run(experiment_id, run_name="analysis", tags={names.ROLE: names.ROLE_ANALYSIS})
-    client.set_terminated(run.info.run_id)
-    return run.info.run_id
+    run = lifecycle.start_run(client, experiment_id, lifecycle.Kind.ANALYSIS, run_name="analysis")
+    run.send(lifecycle.Event.COMPLETE)
+    return run.run_id
