@@ -1,13 +1,13 @@
 """The MLflow store the sweeps wrote to, as the analysis reads it: experiments by name and a run's artifact
 files.
 
-Every store is read through MLflow's public client (`MlflowClient`, `mlflow.artifacts`): an http:// tracking
-server with its logins and permissions, and a database URI alike. A database URI (the embedded SQLite file, a
-team server's PostgreSQL) is read faster with SELECTs on MLflow's own tables (`dicelab.tracking.sql_tables`),
-without importing MLflow or opening its store: `dicelab analyze` of a 1,000-trial sweep took 0.63x the wall
-time (benchmarks/results/analyze_ab_sql.json). `DICELAB_ANALYSIS_SQL=0` turns that off; and where MLflow's
-tables are not what dicelab declares (a newer MLflow's schema), the read falls back to the client, with one
-warning, for the rest of the process.
+Two sources. MLflow's public client (`MlflowClient`, `mlflow.artifacts`) reads any store, and always an
+http:// tracking server, whose logins and permissions then apply. A database URI (the embedded SQLite file,
+a team server's PostgreSQL) is read by default with SELECTs on MLflow's own tables
+(`dicelab.tracking.sql_tables`), without importing MLflow or opening its store: `dicelab analyze` of a
+1,000-trial sweep took 0.63x the wall time (benchmarks/results/analyze_ab_sql.json). `DICELAB_ANALYSIS_SQL=0`
+turns that off; and where MLflow's tables are not what dicelab declares (a newer MLflow's schema), the
+client reads them instead, after one warning, for the rest of the process.
 """
 
 from __future__ import annotations
