@@ -9,7 +9,8 @@
         --tracking-uri sqlite:////tmp/dl-ab/mlflow.db --out /tmp/dl-ab/report
 
 The result (medians, ratios of the second way to the first: below 1, the second is faster) is printed and
-written to benchmarks/results/analyze_ab_<compare>.json with the date and the machine.
+written to benchmarks/results/analyze_ab_<compare>.json (or --result) with the date and the machine. A command
+that fails stops the benchmark with its last line, exit code 2.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare", choices=sorted(COMPARISONS), required=True)
     parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument(
+        "--result", type=Path, help="the JSON file (default: results/analyze_ab_<compare>.json)"
+    )
     parser.add_argument("command", nargs="+", help="the `dicelab analyze` command's arguments (after --)")
     args = parser.parse_args()
     try:
@@ -48,8 +52,9 @@ def main() -> int:
         + " ".join(args.command),
         **result,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"analyze_ab_{args.compare}.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = args.result or RESULTS / f"analyze_ab_{args.compare}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 

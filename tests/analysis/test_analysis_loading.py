@@ -1,11 +1,13 @@
 import math
+import sys
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from dicelab.analysis import _run_tables, load_runs
+from dicelab.analysis import _run_tables, _store, load_histories, load_runs
 from dicelab.errors import TrackingError
+from dicelab.tracking import conventions as names
 
 
 def test_one_row_per_trial_with_typed_params_metrics_and_outcome(tracking_uri, sweep_log):
@@ -140,6 +142,43 @@ def test_sql_tables_and_the_search_api_agree(tracking_uri, sweep_log):
                 for t in (fast, slow))  # fmt: skip
         pd.testing.assert_frame_equal(a, b, check_dtype=False, obj=name)
     run_ids = list(fast.info["run_id"])
-    # over HTTP, histories come from the REST API: test_team_server_load.py's histories test compares them
-    history = _run_tables._histories_sql(tracking_uri, run_ids, "dev_f1")
-    assert history["value"].isna().sum() == 3  # the NaN trial's three evaluations
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values(["run_id", "step"], ignore_index=True)
+
+    from_sql = ordered(_run_tables._histories_sql(tracking_uri, run_ids, "dev_f1"))
+    from_client = ordered(_run_tables._histories_api(client, run_ids, "dev_f1"))
+    pd.testing.assert_frame_equal(from_sql, from_client, check_dtype=False)
+    assert from_sql["value"].isna().sum() == 3  # the NaN trial's three evaluations
+
+
+@pytest.mark.parametrize("sql", ["1", "0"])
+def test_histories_keep_nan_and_infinity_either_way(tracking_uri, sweep_log, monkeypatch, sql):
+    monkeypatch.setenv(_store.SQL_SWITCH, sql)
+    log = sweep_log("quick")
+    finite = log.trial(0.8, seed=0)
+    nan = log.trial(math.nan, loss="dsc", seed=1)
+    inf = log.trial(math.inf, loss="ce", seed=2)
+    monkeypatch.setattr(_run_tables, "HISTORY_READERS", 2)  # more runs than readers
+    runs = load_runs("quick", tracking_uri)
+    history = load_histories(runs, [finite, nan, inf], "dev_f1").sort_values(["run_id", "step"])
+    by_run = {run_id: list(rows["value"]) for run_id, rows in history.groupby("run_id")}
+    assert by_run[finite] == pytest.approx([0.75, 0.8, 0.79])
+    assert all(math.isnan(value) for value in by_run[nan]) and len(by_run[nan]) == 3
+    assert by_run[inf] == [sys.float_info.max] * 3  # MLflow's SQL store keeps infinity as the largest float
+    assert list(history[history["run_id"] == finite]["step"]) == [10, 20, 30]
+    latest = runs.trials.set_index("run_id")["best_dev_f1"]
+    assert math.isnan(latest[nan]) and latest[inf] == sys.float_info.max and latest[finite] == 0.8
+
+
+def test_a_run_without_an_outcome_tag_counts_by_its_status_in_the_lifecycles_words(tracking_uri, sweep_log):
+    """A trial's run the sweep's driver stopped (KILLED, no outcome tag) is "interrupted", as the sweep
+    says, not "killed"."""
+    log = sweep_log("quick")
+    log.trial(0.8)
+    tags = {names.ROLE: names.ROLE_TRIAL, names.SWEEP_ID: log.sweep_id, names.TRIAL_ID: "t9"}
+    stopped = log.client.create_run(log.experiment_id, tags=tags).info.run_id
+    log.client.set_terminated(stopped, "KILLED")
+    running = log.client.create_run(log.experiment_id, tags={**tags, names.TRIAL_ID: "t10"}).info.run_id
+    outcomes = load_runs("quick", tracking_uri).trials.set_index("run_id")["outcome"]
+    assert (outcomes[stopped], outcomes[running]) == ("interrupted", "running")

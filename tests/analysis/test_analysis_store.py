@@ -1,19 +1,23 @@
 """Reading a SQL store without MLflow: experiments, params and local artifacts come from MLflow's tables and
 files directly (dicelab.tracking.sql_tables); artifacts behind a tracking server's proxy fall back as MLflow's
-own client would."""
+own client would. With DICELAB_ANALYSIS_SQL=0, or tables of a schema dicelab does not know, MLflow's public
+client reads the same runs."""
 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from dicelab.analysis import _store, load_runs
+from dicelab.analysis import _run_tables, _store, load_runs
+from dicelab.analysis.publishing import log_report
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
 from dicelab.tracking import sql_tables
@@ -144,3 +148,62 @@ def test_a_store_that_is_not_mlflows_is_one_line(tmp_path):
     engine.dispose()
     with pytest.raises(TrackingError, match=r"cannot read the MLflow store .*other\.db: .*no such table"):
         _store.find_experiment(f"sqlite:///{path}", "quick")
+    assert sa.inspect(sa.create_engine(f"sqlite:///{path}")).get_table_names() == ["notes"]  # left as it was
+
+
+def _trials(runs) -> pd.DataFrame:
+    return runs.trials.drop(columns=["logged_metrics"]).sort_values("run_id", ignore_index=True)
+
+
+def test_with_the_switch_off_mlflows_client_reads_the_same_runs(
+    tracking_uri, sweep_log, monkeypatch, tmp_path
+):
+    log = sweep_log("quick", paper=PAPER)
+    for seed in range(3):
+        log.trial(0.8 + seed / 100, loss="ce", seed=seed)
+    log.trial(None, loss="dsc", outcome="failed", reason="boom", history=[])
+    with_sql = load_runs("quick", tracking_uri)
+
+    monkeypatch.setenv(_store.SQL_SWITCH, "0")
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("read with SQL although DICELAB_ANALYSIS_SQL=0")
+
+    monkeypatch.setattr(_run_tables, "_read_sql", refuse)
+    monkeypatch.setattr(_store, "_find_sql", refuse)
+    monkeypatch.setattr(_store, "artifact_root", refuse)
+    with_client = load_runs("quick", tracking_uri)
+    pd.testing.assert_frame_equal(_trials(with_sql), _trials(with_client), check_dtype=False)
+    assert with_client.papers["quick"].result("ce", "original") == 91.3
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.html").write_text("<html></html>")
+    assert log_report(with_client, out) == log.parent_id  # through MLflow's client
+    assert [item.path for item in log.client.list_artifacts(log.parent_id, names.REPORT_DIR)] == [
+        f"{names.REPORT_DIR}/report.html"
+    ]
+
+
+def test_tables_it_does_not_know_are_read_by_mlflows_client_with_one_warning(
+    tracking_uri, sweep_log, monkeypatch, caplog
+):
+    """A newer MLflow that renamed a column dicelab reads: the SQL fails, MLflow's client reads the runs."""
+    log = sweep_log("quick", paper=PAPER)
+    log.trial(0.8, seed=1)
+    log.trial(0.7, seed=2)
+    expected = load_runs("quick", tracking_uri)
+    monkeypatch.setattr(_store, "_unreadable", set())
+    renamed = sa.Table(
+        "runs",
+        sa.MetaData(),
+        *(sa.Column(c.name, c.type) for c in sql_tables.RUNS.columns if c.name != "status"),
+        sa.Column("run_status", sa.String(20), key="status"),  # what dicelab's query asks for
+    )
+    monkeypatch.setattr(sql_tables, "RUNS", renamed)
+    with caplog.at_level(logging.WARNING, logger=_store.__name__):
+        found = load_runs("quick", tracking_uri)
+    pd.testing.assert_frame_equal(_trials(expected), _trials(found), check_dtype=False)
+    assert found.papers["quick"].result("ce", "original") == 91.3
+    warnings = [r.getMessage() for r in caplog.records if r.name == _store.__name__]
+    assert len(warnings) == 1 and "reading through MLflow's client instead" in warnings[0], warnings
+    assert not _store.reads_sql(tracking_uri)  # for the rest of the process

@@ -539,8 +539,8 @@ def test_a_wrong_password_is_one_line_before_ray_starts(server, tmp_path, comman
 
 
 def test_histories_over_http_equal_the_database_s(server, monkeypatch):
-    """Metric histories read from the server over HTTP (the REST API's get-history-bulk-interval, several runs
-    a request) equal those read from its PostgreSQL database with SQL: values, steps, NaN, infinity."""
+    """Metric histories read through MLflow's client from the server over HTTP (with its login) equal those
+    read through the client from its PostgreSQL database: values, steps, NaN, infinity."""
     client = MlflowClient(server.uri)  # with the login and PGPASSFILE (the server fixture's environment)
     experiment_id = client.create_experiment(f"histories-{time.time_ns()}")
     values = [[0.5, 0.6, 0.7], [math.nan, 0.2, math.inf], [0.9], []]
@@ -551,7 +551,7 @@ def test_histories_over_http_equal_the_database_s(server, monkeypatch):
         metrics = [Metric("dev_f1", value, now + step, step) for step, value in enumerate(history, 1)]
         client.log_batch(run_id, metrics=[*metrics, Metric("dev_loss", 1.0, now, 1)])
         run_ids.append(run_id)
-    monkeypatch.setattr(_run_tables, "_RUN_IDS_PER_REQUEST", 3)  # two requests for the four runs
+    monkeypatch.setattr(_run_tables, "HISTORY_READERS", 3)  # more runs than readers
 
     over_http = _run_tables.read_histories(server.uri, run_ids, "dev_f1")
     from_sql = _run_tables.read_histories(server.server.database_uri, run_ids, "dev_f1")

@@ -1,5 +1,7 @@
-"""The trial run lifecycle: every (state, event) pair against the specification below, and what each state
-writes on a real SQLite MLflow store (outcome tag, status, trial state, run-name suffix). No Ray."""
+"""The lifecycle of every run dicelab writes (trial, sweep parent, analysis): every (kind, state, event)
+triple against the specification below, runs created through START, the one status vocabulary, and what
+each state writes on a real SQLite MLflow store (outcome tag, status, trial state, run-name suffix). No
+Ray."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ from dicelab.tracking import lifecycle
 from dicelab.tracking.lifecycle import (
     RESTORED_FROM_STEP,
     TRIAL_STATE,
+    AnalysisRun,
     Event,
+    Kind,
     LifecycleError,
+    ParentRun,
     State,
     TrialRun,
     state_of,
@@ -47,6 +52,15 @@ ALLOWED = {
     (S.INTERRUPTED, E.RESTART): S.RUNNING,
     (S.EARLY_STOPPED, E.RESUME): S.RUNNING,  # continued by whoever paused it, never by a resumed sweep
 }
+PARENT_ALLOWED = {
+    (S.PENDING, E.START): S.RUNNING,
+    (S.RUNNING, E.COMPLETE): S.COMPLETED,
+    (S.RUNNING, E.FAIL): S.FAILED,
+    (S.RUNNING, E.INTERRUPT): S.INTERRUPTED,
+    **{(state, E.RESUME): S.RUNNING for state in (S.RUNNING, S.COMPLETED, S.FAILED, S.INTERRUPTED)},
+}
+ANALYSIS_ALLOWED = {(S.PENDING, E.START): S.RUNNING, (S.RUNNING, E.COMPLETE): S.COMPLETED}
+SPECIFICATION = {Kind.TRIAL: ALLOWED, Kind.PARENT: PARENT_ALLOWED, Kind.ANALYSIS: ANALYSIS_ALLOWED}
 # (outcome tag, MLflow status) of each state a run can be in
 RECORDED = {
     S.RUNNING: (None, "RUNNING"),
@@ -59,15 +73,17 @@ RECORDED = {
 }
 
 
-@pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Event)))
-def test_every_state_and_event_pair_follows_the_specification(state, event):
-    if (state, event) in ALLOWED:
-        assert transition(state, event) == ALLOWED[state, event]
-        assert lifecycle.allows(state, event)
+@pytest.mark.parametrize(("kind", "state", "event"), list(itertools.product(Kind, State, Event)))
+def test_every_kind_state_and_event_follows_the_specification(kind, state, event):
+    allowed = SPECIFICATION[kind]
+    if (state, event) in allowed:
+        assert transition(state, event, kind) == allowed[state, event]
+        assert lifecycle.allows(state, event, kind)
     else:
-        assert not lifecycle.allows(state, event)
-        with pytest.raises(LifecycleError, match=f"event '{event.value}' .* state '{state.value}'"):
-            transition(state, event)
+        assert not lifecycle.allows(state, event, kind)
+        refused = f"{kind.value} run: event '{event.value}' .* state '{state.value}'"
+        with pytest.raises(LifecycleError, match=refused):
+            transition(state, event, kind)
 
 
 def test_the_final_states_are_the_ended_ones_a_retry_or_a_resumed_sweep_never_reopens():
@@ -94,9 +110,8 @@ def new_run(client):
     experiment = ensure_experiment(client, "lifecycle")
 
     def make(name: str = "ce seed=1") -> TrialRun:
-        run = client.create_run(experiment, run_name=name)  # MLflow creates it running: the start
-        trial_run = TrialRun(client, run.info.run_id, State.PENDING)
-        trial_run.send(Event.START)
+        trial_run = lifecycle.start_run(client, experiment, Kind.TRIAL, run_name=name)
+        assert isinstance(trial_run, TrialRun)
         return trial_run
 
     return make
@@ -179,6 +194,77 @@ def test_the_run_name_says_the_result_once(client, new_run, event, degenerate, s
     assert client.get_run(trial_run.run_id).info.run_name == f"ce seed=1 · {suffix}"
 
 
+@pytest.mark.parametrize("kind", list(Kind))
+def test_start_creates_a_running_run_with_its_role(client, kind):
+    experiment = ensure_experiment(client, "lifecycle")
+    started = lifecycle.start_run(client, experiment, kind, run_name="x", tags={names.SWEEP_ID: "s1"})
+    assert started.state == State.RUNNING and started.kind == kind
+    run = client.get_run(started.run_id)
+    assert run.info.status == "RUNNING" and run.info.run_name == "x"
+    assert (run.data.tags[names.ROLE], run.data.tags[names.SWEEP_ID]) == (kind.value, "s1")
+
+
+@pytest.mark.parametrize(
+    ("ending", "status", "outcome"),
+    [
+        (E.COMPLETE, "FINISHED", "completed"),
+        (E.FAIL, "FAILED", "failed"),
+        (E.INTERRUPT, "KILLED", "interrupted"),
+    ],
+)
+def test_a_parent_run_ends_and_resumes_through_its_status_alone(client, ending, status, outcome):
+    experiment = ensure_experiment(client, "lifecycle")
+    parent = lifecycle.start_run(client, experiment, Kind.PARENT, run_name="sweep")
+    assert isinstance(parent, ParentRun)
+    parent.send(ending)
+    run = client.get_run(parent.run_id)
+    assert run.info.status == status and lifecycle.outcome_of_status(status) == outcome
+    assert not {names.OUTCOME, TRIAL_STATE} & set(run.data.tags)  # trial tags only on trials
+    reread = ParentRun.of(client, run)
+    assert reread.state == ENDINGS[ending]
+    reread.send(Event.RESUME)
+    assert client.get_run(parent.run_id).info.status == "RUNNING"
+    with pytest.raises(LifecycleError, match="parent run: event 'stop_early'"):
+        reread.send(Event.STOP_EARLY)
+
+
+def test_an_analysis_run_starts_then_completes_once(client):
+    experiment = ensure_experiment(client, "lifecycle")
+    analysis = lifecycle.start_run(client, experiment, Kind.ANALYSIS, run_name="analysis")
+    assert isinstance(analysis, AnalysisRun)
+    analysis.send(Event.COMPLETE)
+    assert client.get_run(analysis.run_id).info.status == "FINISHED"
+    with pytest.raises(
+        LifecycleError, match="analysis run: event 'complete' is not allowed in state 'completed'"
+    ):
+        analysis.send(Event.COMPLETE)
+
+
+def test_one_status_vocabulary_reads_every_status_back():
+    """A run without an outcome tag: KILLED is "interrupted" (not "killed"), as trials, the sweep's counts
+    and the analysis say it."""
+    from mlflow.entities import RunStatus
+
+    assert {lifecycle.outcome_of_status(RunStatus.to_string(s)) for s in RunStatus.all_status()} == {
+        "running",
+        "completed",
+        "failed",
+        "interrupted",
+    }
+    assert (
+        lifecycle.outcome_of_status("KILLED")
+        == State.INTERRUPTED.value
+        == lifecycle.RECORDS[State.INTERRUPTED].suffix
+    )
+    assert lifecycle.outcome_of_status("SOMETHING_NEW") == "something_new"
+    assert lifecycle.STATUS_OF_OUTCOME == {
+        "completed": "FINISHED",
+        "early_stopped": "FINISHED",
+        "non_finite": "FAILED",
+        "failed": "FAILED",
+    }
+
+
 def test_the_status_names_are_mlflows():
     from mlflow.entities import RunStatus
 
@@ -187,6 +273,7 @@ def test_the_status_names_are_mlflows():
         RunStatus.to_string(s)
         for s in (RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED)
     }
+    assert set(lifecycle.STATE_OF_STATUS) == {RunStatus.to_string(s) for s in RunStatus.all_status()}
 
 
 def test_the_states_import_no_mlflow():

@@ -1,8 +1,5 @@
 """The MLflow adapter's contract: each touch point outside MLflow's documented client API still does what
-dicelab relies on (a failure names it), and no other dicelab module reaches MLflow's internals.
-
-`rest_get` needs a tracking server: `tests/integration/test_team_server_load.py::
-test_histories_over_http_equal_the_database_s` reads histories through it."""
+dicelab relies on (a failure names it), and no other dicelab module reaches MLflow's internals."""
 
 from __future__ import annotations
 

@@ -43,6 +43,19 @@ def test_the_engines_and_lifecycle_are_mlflows():
     assert sql_tables.ACTIVE == LifecycleStage.ACTIVE
 
 
+def test_every_mlflow_store_has_the_migrations_table(tmp_path):
+    import sqlalchemy as sa
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()
+    engine = sa.create_engine(uri)
+    try:
+        assert sa.inspect(engine).has_table(sql_tables.MIGRATIONS)
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("uri", "database"),
     [

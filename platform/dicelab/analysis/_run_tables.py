@@ -1,25 +1,26 @@
-"""An experiment's runs as four long tables (info, tags, params, latest metrics), from either source:
+"""An experiment's runs as four long tables (info, tags, params, latest metrics), and metric histories, from
+either source (`_store.sql_or_client` chooses):
 
-- a SQL-backed store (SQLite, PostgreSQL, MySQL, MSSQL): read-only SELECTs on MLflow's own tables, using
-  MLflow's SQLAlchemy table definitions. `search_runs` builds an ORM object per param, tag and metric,
-  which grows slow at thousands of runs (docs/performance.md has the figures); four flat queries do not.
-  A test checks that both sources give the same tables.
-- any other store (an `http://` tracking server): `MlflowClient.search_runs`, 500 runs a page; metric
-  histories with the REST API's `metrics/get-history-bulk-interval`, 100 runs a request (a request per run
-  made the histories the largest part of analysing a large sweep over HTTP; docs/performance.md).
+- MLflow's public client, for every store: `MlflowClient.search_runs`, PAGE_SIZE runs a page following the
+  page tokens; a metric's history with `MlflowClient.get_metric_history`, a request per run,
+  HISTORY_READERS at once (over HTTP the server's latency is then paid once per batch, not once per run);
+- a database URI, by default: read-only SELECTs on MLflow's own tables (`dicelab.tracking.sql_tables`).
+  `search_runs` on a SQL store builds an ORM object per param, tag and metric; four flat queries do not.
+  A test checks that both sources give the same tables and histories.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import sqlalchemy as sa
 
-from dicelab.analysis._store import client, connection, is_sql_store
+from dicelab.analysis._store import client, connection, sql_or_client
 from dicelab.errors import TrackingError, first_line
 from dicelab.tracking import sql_tables
 from dicelab.tracking.store import redact
@@ -31,11 +32,7 @@ if TYPE_CHECKING:
 # 2-core server minutes, longer than its workers lived between restarts there (docs/performance.md).
 PAGE_SIZE = 500
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
-_HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history-bulk-interval"
-_RUN_IDS_PER_REQUEST = 100  # the server's limit for that endpoint
-# Its limit of points per run and metric: a longer history comes back evenly sampled, first and last kept
-# (training curves have a point per evaluation, far fewer).
-_POINTS_PER_RUN = 2500
+HISTORY_READERS = 8  # metric histories read at once, one run each
 
 
 @dataclass
@@ -49,19 +46,21 @@ class RunTables:
 def read_run_tables(
     uri: str, experiment_id: str, on_runs: Callable[[int], None] = lambda n: None
 ) -> RunTables:
-    """The active runs of one experiment."""
-    if is_sql_store(uri):
+    """The active runs of one experiment; `on_runs` is told how many are read so far."""
+
+    def sql() -> RunTables:
         tables = _read_sql(uri, experiment_id)
         on_runs(len(tables.info))
         return tables
-    return _read_api(client(uri), experiment_id, on_runs)
+
+    return sql_or_client(uri, sql, lambda: _read_api(client(uri), experiment_id, on_runs))
 
 
 def read_histories(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
     """Every logged value of metric `key` for `run_ids`: columns run_id, step, value."""
-    if is_sql_store(uri):
-        return _histories_sql(uri, run_ids, key)
-    return _histories_api(client(uri), run_ids, key)
+    return sql_or_client(
+        uri, lambda: _histories_sql(uri, run_ids, key), lambda: _histories_api(client(uri), run_ids, key)
+    )
 
 
 def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
@@ -80,20 +79,15 @@ def _histories_sql(uri: str, run_ids: Sequence[str], key: str) -> pd.DataFrame:
 def _histories_api(client: MlflowClient, run_ids: Sequence[str], key: str) -> pd.DataFrame:
     from mlflow.exceptions import MlflowException
 
-    from dicelab.tracking import mlflow_adapter
-
-    rows = []
-    for chunk in _chunks(run_ids, _RUN_IDS_PER_REQUEST):
+    def one(run_id: str) -> list[tuple[str, int, float]]:
         try:
-            points = mlflow_adapter.rest_get(
-                client.tracking_uri,
-                _HISTORY_ENDPOINT,
-                {"run_ids": list(chunk), "metric_key": key, "max_results": _POINTS_PER_RUN},
-            ).get("metrics", [])
+            points = client.get_metric_history(run_id, key)
         except MlflowException as error:
-            raise TrackingError(f"cannot read {key} of {len(chunk)} runs: {first_line(error)}") from None
-        # the JSON writes NaN and infinities as strings ("NaN", "Infinity"), which float() reads
-        rows += [(point["run_id"], int(point.get("step", 0)), float(point["value"])) for point in points]
+            raise TrackingError(f"cannot read {key} of run {run_id}: {first_line(error)}") from None
+        return [(run_id, int(point.step), float(point.value)) for point in points]
+
+    with ThreadPoolExecutor(HISTORY_READERS) as pool:
+        rows = [row for points in pool.map(one, run_ids) for row in points]
     return pd.DataFrame(rows, columns=["run_id", "step", "value"])
 
 
@@ -140,7 +134,9 @@ def _read_api(client: MlflowClient, experiment_id: str, on_runs: Callable[[int],
                 [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE, page_token=token
             )
         except MlflowException as error:
-            raise TrackingError(f"cannot search runs in {redact(client.tracking_uri)}: {error}") from None
+            raise TrackingError(
+                f"cannot search runs in {redact(client.tracking_uri)}: {first_line(error)}"
+            ) from None
         for run in page:
             run_id = run.info.run_id
             info.append((run_id, run.info.run_name, run.info.status, run.info.start_time, run.info.end_time))

@@ -1,22 +1,26 @@
 """The MLflow store the sweeps wrote to, as the analysis reads it: experiments by name and a run's artifact
 files.
 
-Two sources. A SQL store (the embedded SQLite file, a team server's PostgreSQL) is read with SELECTs on
-MLflow's own tables (`dicelab.tracking.sql_tables`), without importing MLflow or opening its store (about
-3.5 s of a `dicelab analyze` on the 2-core test machine); its local artifact files are read where they lie.
-Any other store (an http:// tracking server) through `MlflowClient`, imported when first needed.
+Two sources. MLflow's public client (`MlflowClient`, `mlflow.artifacts`) reads any store, and always an
+http:// tracking server, whose logins and permissions then apply. A database URI (the embedded SQLite file,
+a team server's PostgreSQL) is read by default with SELECTs on MLflow's own tables
+(`dicelab.tracking.sql_tables`), without importing MLflow or opening its store: `dicelab analyze` of a
+1,000-trial sweep took 0.63x the wall time (benchmarks/results/analyze_ab_sql.json). `DICELAB_ANALYSIS_SQL=0`
+turns that off; and where MLflow's tables are not what dicelab declares (a newer MLflow's schema), the
+client reads them instead, after one warning, for the rest of the process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 
@@ -33,7 +37,12 @@ from dicelab.tracking.store import (
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+SQL_SWITCH = "DICELAB_ANALYSIS_SQL"  # "0": read a database URI through MLflow's client too
 _PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+_unreadable: set[str] = set()  # database URIs whose tables SQL could not read: the client reads them
 # Artifacts behind a tracking server's proxy: MLflow reaches them only through an http(s) tracking URI, so
 # with a database URI they cannot be had (MLflow's own client fails on them too).
 _PROXIED = "mlflow-artifacts"
@@ -41,6 +50,10 @@ _PROXIED = "mlflow-artifacts"
 
 class ArtifactUnavailable(Exception):
     """A run's artifact that cannot be read (missing, unreachable, the store failed): callers fall back."""
+
+
+class SqlUnreadable(Exception):
+    """MLflow's tables could not be read with SQL (a schema dicelab does not know): the client reads them."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +72,30 @@ def open_store(tracking_uri: str | None) -> str:
     return uri
 
 
-def is_sql_store(uri: str) -> bool:
-    return sql_tables.is_database_uri(uri)
+def reads_sql(uri: str) -> bool:
+    """Whether `uri` is read with SQL: a database URI, unless DICELAB_ANALYSIS_SQL=0 or its tables failed."""
+    return (
+        sql_tables.is_database_uri(uri) and os.environ.get(SQL_SWITCH, "1") != "0" and uri not in _unreadable
+    )
+
+
+def sql_or_client(uri: str, sql: Callable[[], T], public: Callable[[], T]) -> T:
+    """`sql()` where `uri` is read with SQL, else (and when it finds tables it cannot read) `public()`."""
+    if reads_sql(uri):
+        try:
+            return sql()
+        except SqlUnreadable as error:
+            give_up_sql(uri, error)
+    return public()
+
+
+def give_up_sql(uri: str, error: SqlUnreadable) -> None:
+    _unreadable.add(uri)
+    logger.warning("reading MLflow's tables failed (%s): reading through MLflow's client instead", error)
 
 
 def client(uri: str) -> MlflowClient:
-    """MLflow's client on `uri`, for a store that is not read with SQL."""
+    """MLflow's client on `uri` (MLflow's import is paid here, not by `dicelab analyze --help`)."""
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
@@ -72,23 +103,35 @@ def client(uri: str) -> MlflowClient:
 
 @contextlib.contextmanager
 def connection(uri: str) -> Iterator[sa.Connection]:
-    """A read connection to a SQL store; its failures as one TrackingError line."""
+    """A read connection to a SQL store. A failure in a store of MLflow's (it has MLflow's migration table)
+    is SqlUnreadable, for the client to read it instead; elsewhere (not MLflow's, unreachable) one
+    TrackingError line, since MLflow's client would create its tables in someone else's database."""
     engine = sa.create_engine(uri)
     try:
         with engine.connect() as opened:
             yield opened
-    except sa.exc.SQLAlchemyError as error:
+    except Exception as raised:
+        # pandas' read_sql raises its own DatabaseError from SQLAlchemy's
+        error = raised if isinstance(raised, sa.exc.SQLAlchemyError) else raised.__cause__
+        if not isinstance(error, sa.exc.SQLAlchemyError):
+            raise
+        if _has_mlflow_schema(engine):
+            raise SqlUnreadable(f"{redact(uri)}: {first_line(error)}") from None
         raise TrackingError(f"cannot read the MLflow store {redact(uri)}: {first_line(error)}") from None
     finally:
         engine.dispose()
 
 
+def _has_mlflow_schema(engine: sa.Engine) -> bool:
+    try:
+        return sa.inspect(engine).has_table(sql_tables.MIGRATIONS)
+    except sa.exc.SQLAlchemyError:
+        return False
+
+
 def find_experiment(uri: str, name: str) -> Experiment:
     """The active experiment called `name`; a TrackingError listing the available names otherwise."""
-    if is_sql_store(uri):
-        found, available = _find_sql(uri, name)
-    else:
-        found, available = _find_api(uri, name)
+    found, available = sql_or_client(uri, lambda: _find_sql(uri, name), lambda: _find_api(uri, name))
     if found is not None:
         return found
     listing = ", ".join(sorted(available)) if available else "none"
@@ -127,26 +170,27 @@ def _find_api(uri: str, name: str) -> tuple[Experiment | None, list[str]]:
 def download_artifact(uri: str, run_id: str, artifact_path: str, destination: Path) -> Path:
     """A run's artifact file, as a local path under `destination` (or where a local store keeps it).
     Raises ArtifactUnavailable when it cannot be read."""
-    if is_sql_store(uri):
-        root = artifact_root(uri, run_id)
-        if urllib.parse.urlparse(root).scheme in ("", "file"):
-            local = _local_path(root) / artifact_path
-            if not local.is_file():
-                raise ArtifactUnavailable(f"{local} does not exist")
-            return local
-        return _download(artifact_uri=f"{root.rstrip('/')}/{artifact_path}", destination=destination)
+    if reads_sql(uri):
+        try:
+            root = artifact_root(uri, run_id)
+        except SqlUnreadable as error:
+            give_up_sql(uri, error)
+        else:
+            if urllib.parse.urlparse(root).scheme in ("", "file"):
+                local = _local_path(root) / artifact_path
+                if not local.is_file():
+                    raise ArtifactUnavailable(f"{local} does not exist")
+                return local
+            return _download(artifact_uri=f"{root.rstrip('/')}/{artifact_path}", destination=destination)
     return _download(run_id=run_id, artifact_path=artifact_path, tracking_uri=uri, destination=destination)
 
 
 def artifact_root(uri: str, run_id: str) -> str:
     """A run's artifact root in a SQL store, read with SQL, where this process can reach it without the
-    tracking server. Raises ArtifactUnavailable otherwise."""
+    tracking server. Raises ArtifactUnavailable otherwise, SqlUnreadable when the tables cannot be read."""
     table = sql_tables.RUNS.c
-    try:
-        with connection(uri) as opened:
-            root = opened.execute(sa.select(table.artifact_uri).where(table.run_uuid == run_id)).scalar()
-    except TrackingError as error:
-        raise ArtifactUnavailable(str(error)) from None
+    with connection(uri) as opened:
+        root = opened.execute(sa.select(table.artifact_uri).where(table.run_uuid == run_id)).scalar()
     if not root:
         raise ArtifactUnavailable(f"run {run_id} has no artifact location")
     if urllib.parse.urlparse(root).scheme == _PROXIED:

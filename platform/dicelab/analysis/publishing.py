@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING
 from dicelab.analysis._format import slug
 from dicelab.analysis._store import (
     ArtifactUnavailable,
+    SqlUnreadable,
     artifact_root,
     client,
-    is_sql_store,
+    give_up_sql,
     quiet_artifact_transfers,
+    reads_sql,
 )
 from dicelab.analysis.runs import RunSet
 from dicelab.errors import DicelabError, TrackingError, first_line
 from dicelab.tracking import conventions as names
+from dicelab.tracking import lifecycle
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -45,11 +48,12 @@ def replace_dir(staging: Path, out: Path) -> None:
 
 
 def log_report(runs: RunSet, out: Path) -> str:
-    """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run).
+    """Log the report folder under `report/` of the sweep's newest parent run (or the analysis run), through
+    MLflow's client (a tracking server's permissions apply).
 
-    Into a SQL store's parent run, through the artifact repository of the run's root as read with SQL:
-    MLflow's tracking store, which would only look that root up, costs 1.5 CPU-seconds to open for SQLite,
-    a fifth of a small sweep's `dicelab analyze`."""
+    Into a parent run of a store read with SQL (`_store.reads_sql`), through the artifact repository of the
+    run's root as read with SQL: MLflow's tracking store, which would only look that root up, costs 1.5
+    CPU-seconds to open for SQLite, a fifth of a small sweep's `dicelab analyze`."""
     from mlflow.exceptions import MlflowException
 
     root = _reachable_root(runs)
@@ -72,16 +76,20 @@ def log_report(runs: RunSet, out: Path) -> str:
 def _reachable_root(runs: RunSet) -> str | None:
     """The parent run's artifact root where SQL reads it and this process reaches it; else None (MLflow's
     client then logs the report, and says why when it cannot)."""
-    if not runs.report_run or not is_sql_store(runs.tracking_uri):
+    if not runs.report_run or not reads_sql(runs.tracking_uri):
         return None
     try:
         return artifact_root(runs.tracking_uri, runs.report_run)
     except ArtifactUnavailable:
         return None
+    except SqlUnreadable as error:
+        give_up_sql(runs.tracking_uri, error)
+        return None
 
 
 def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
-    """The experiment's "analysis" run (created once) for experiments without a sweep parent run."""
+    """The experiment's "analysis" run (created once, through its lifecycle) for experiments without a sweep
+    parent run."""
     existing = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`{names.ROLE}` = '{names.ROLE_ANALYSIS}'",
@@ -90,6 +98,6 @@ def _analysis_run(client: MlflowClient, experiment_id: str) -> str:
     )
     if existing:
         return existing[0].info.run_id
-    run = client.create_run(experiment_id, run_name="analysis", tags={names.ROLE: names.ROLE_ANALYSIS})
-    client.set_terminated(run.info.run_id)
-    return run.info.run_id
+    run = lifecycle.start_run(client, experiment_id, lifecycle.Kind.ANALYSIS, run_name="analysis")
+    run.send(lifecycle.Event.COMPLETE)
+    return run.run_id

@@ -24,6 +24,7 @@ from dicelab.analysis.paper import PaperNumbers, paper_from_config, paper_from_p
 from dicelab.config.yaml_loader import load_yaml
 from dicelab.errors import TrackingError
 from dicelab.tracking import conventions as names
+from dicelab.tracking import lifecycle
 
 # Tags that become columns of every run row.
 TAG_COLUMNS = {
@@ -54,14 +55,6 @@ META_COLUMNS = (
     "duration_s",
     "logged_metrics",  # names of the metrics the run logged (a logged NaN and a missing metric differ)
 )
-# MLflow status -> outcome, for runs the engine did not tag (still running, killed, older runs).
-_STATUS_OUTCOMES = {
-    "FINISHED": names.COMPLETED,
-    "FAILED": names.FAILED,
-    "RUNNING": "running",
-    "SCHEDULED": "running",
-    "KILLED": "killed",
-}
 _MISSING_PARAM_TEXT = ["", "None", "null", "none"]
 
 
@@ -183,7 +176,8 @@ def _runs_frame(experiment: str, tables: RunTables) -> pd.DataFrame:
     return frame.assign(
         experiment=experiment,
         status=status,
-        outcome=frame["outcome"].fillna(status.map(_STATUS_OUTCOMES)).fillna(status.str.lower()),
+        # runs the engine did not tag (still running, interrupted, older runs): the lifecycle's word for it
+        outcome=frame["outcome"].fillna(status.map(lifecycle.outcome_of_status)),
         start_time=start,
         end_time=end,
         duration_s=(end - start).dt.total_seconds(),

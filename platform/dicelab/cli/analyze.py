@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri",
         metavar="URI",
-        help="MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/.dicelab/mlflow.db)",
+        help="MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/.dicelab/mlflow.db); a "
+        "database URI is read with SQL, through MLflow's client with DICELAB_ANALYSIS_SQL=0",
     )
     parser.add_argument("--out", metavar="DIR", help="report folder (default: .dicelab/reports/<experiment>)")
     parser.add_argument(

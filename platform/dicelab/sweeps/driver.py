@@ -341,15 +341,13 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
             grid = _fit(plan, state, metric, inputs, directory, where, options.resume, options.retry_failed)
     except BaseException as error:
         if opened:  # the parent run exists: it ends with the sweep
-            from dicelab.sweeps import records
-            from dicelab.sweeps.parent_run import end_running_trials
+            from dicelab.sweeps.parent_run import end_parent_run, end_running_trials
 
             client, state, _ = opened[0]
-            failed = records.KILLED if isinstance(error, KeyboardInterrupt) else records.FAILED
             with contextlib.suppress(Exception):  # a clean-up: the error being raised is the one to report
                 why = f"the sweep's driver stopped ({type(error).__name__})"
                 end_running_trials(client, state, options.config, why)
-            client.set_terminated(state.parent_run_id, status=failed)
+            end_parent_run(client, state, error)
         raise
     finally:
         if ray.is_initialized():

@@ -77,20 +77,24 @@ def open_parent_run(
         "search.mode": plan.mode,
         **_versions(),
     }
-    tags = {names.ROLE: names.ROLE_PARENT, names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
+    tags = {names.SWEEP_NAME: config.name, names.SWEEP_ID: sweep_id}
     if search.racing is not None:
         tags[names.RACE_TEST] = search.racing.test
     commit = _git_commit()
     if commit:
         tags[names.GIT_COMMIT] = commit
-    run = client.create_run(
-        experiment_id, run_name=f"{config.name} {time.strftime('%Y-%m-%d %H:%M')}", tags=tags
+    run = lifecycle.start_run(
+        client,
+        experiment_id,
+        lifecycle.Kind.PARENT,
+        run_name=f"{config.name} {time.strftime('%Y-%m-%d %H:%M')}",
+        tags=tags,
     )
     items = [Param(key, records.clip(value, 6000)) for key, value in params.items()]
     for start in range(0, len(items), 100):
-        client.log_batch(run.info.run_id, params=items[start : start + 100])
-    client.log_text(run.info.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
-    return run.info.run_id
+        client.log_batch(run.run_id, params=items[start : start + 100])
+    client.log_text(run.run_id, config_to_yaml(config), names.CONFIG_ARTIFACT)
+    return run.run_id
 
 
 def close_parent_run(
@@ -110,9 +114,17 @@ def close_parent_run(
         tags=[RunTag(names.PRIMARY_METRIC, metric)],
     )
     succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
-    status = records.KILLED if interrupted else records.FINISHED if succeeded else records.FAILED
-    client.set_terminated(state.parent_run_id, status=status)
+    Event = lifecycle.Event
+    ending = Event.INTERRUPT if interrupted else Event.COMPLETE if succeeded else Event.FAIL
+    lifecycle.ParentRun(client, state.parent_run_id).send(ending)
     return outcomes
+
+
+def end_parent_run(client: MlflowClient, state: SweepState, error: BaseException) -> None:
+    """The parent run of a sweep whose driver raised `error`: interrupted by Ctrl-C, else failed."""
+    Event = lifecycle.Event
+    ending = Event.INTERRUPT if isinstance(error, KeyboardInterrupt) else Event.FAIL
+    lifecycle.ParentRun(client, state.parent_run_id).send(ending)
 
 
 def cost_totals(runs: list[Run]) -> dict[str, float]:
@@ -203,7 +215,7 @@ def start_or_resume(
     """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
     if resumed is not None:
         state, directory = resumed
-        client.update_run(state.parent_run_id, status=records.RUNNING)
+        lifecycle.ParentRun.of(client, client.get_run(state.parent_run_id)).send(lifecycle.Event.RESUME)
         last_section = next(reversed(flatten_config(config))).split(".")[0]
         records.discard_cut_short(client, state.experiment_id, state.sweep_id, last_section)
         return state, directory

@@ -10,20 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run, RunStatus
+from mlflow.entities import Metric, Param, Run
 
 from dicelab.tracking import conventions as names
-from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun
-from dicelab.tracking.lifecycle import outcome_of as outcome_of  # the sweep's counts read it from here
+
+# The status vocabulary is the lifecycle's: the sweep's view and its counts read these names from here.
+from dicelab.tracking.lifecycle import FINISHED as FINISHED
+from dicelab.tracking.lifecycle import RUNNING as RUNNING
+from dicelab.tracking.lifecycle import STATUS_OF_OUTCOME as STATUS_OF_OUTCOME
+from dicelab.tracking.lifecycle import Event, Kind, State, TrialRun, start_run
+from dicelab.tracking.lifecycle import outcome_of as outcome_of
 from dicelab.tracking.mlflow_adapter import MAX_PARAM_VALUE_LENGTH, MAX_TAG_VALUE_LENGTH, PARENT_RUN_ID_TAG
 
-RUNNING = RunStatus.to_string(RunStatus.RUNNING)
-FINISHED = RunStatus.to_string(RunStatus.FINISHED)
-FAILED = RunStatus.to_string(RunStatus.FAILED)
-KILLED = RunStatus.to_string(RunStatus.KILLED)
 INTERRUPTED = State.INTERRUPTED.value  # not an outcome tag: a trial stopped with its sweep's driver (KILLED)
-# The outcome tags, each with the status of its runs (the sweep's view counts these as finished).
-STATUS_OF_OUTCOME = {record.outcome: record.status for record in RECORDS.values() if record.outcome}
 
 
 def clip(text: Any, limit: int = MAX_TAG_VALUE_LENGTH) -> str:
@@ -83,13 +82,11 @@ def create_trial_run(
     params: dict[str, Any],
 ) -> str:
     """A RUNNING child run under the sweep's parent, with its params (the trial's flattened config)."""
-    run = client.create_run(
-        experiment_id,
-        run_name=run_name,
-        tags={names.ROLE: names.ROLE_TRIAL, PARENT_RUN_ID_TAG: parent_run_id, **tags},
+    run = start_run(
+        client, experiment_id, Kind.TRIAL, run_name=run_name, tags={PARENT_RUN_ID_TAG: parent_run_id, **tags}
     )
-    log_params(client, run.info.run_id, params)
-    return run.info.run_id
+    log_params(client, run.run_id, params)
+    return run.run_id
 
 
 def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> None:

@@ -15,8 +15,7 @@ function that needs it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 from mlflow.exceptions import MlflowException
 
@@ -37,7 +36,6 @@ __all__ = [
     "already_exists",
     "basic_auth",
     "create_sqlite_schema",
-    "rest_get",
     "use_tracking_uri",
 ]
 
@@ -60,16 +58,6 @@ def basic_auth() -> tuple[str, str] | None:
     if not credentials.username or not credentials.password:
         return None
     return credentials.username, credentials.password
-
-
-def rest_get(tracking_uri: str, endpoint: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """GET a tracking server's REST `endpoint` with MLflow's own credentials, TLS settings and retries, for
-    what MlflowClient does not wrap (the bulk metric-history endpoint). Raises MlflowException."""
-    from mlflow.utils.credentials import get_default_host_creds
-    from mlflow.utils.rest_utils import http_request, verify_rest_response
-
-    response = http_request(get_default_host_creds(tracking_uri), endpoint, "GET", params=dict(params))
-    return verify_rest_response(response, endpoint).json()
 
 
 def create_sqlite_schema(uri: str) -> None:

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 # mlflow.store.db.db_types.DATABASE_ENGINES: the SQL databases MLflow can keep its tracking store in
 DATABASE_ENGINES = ("postgresql", "mysql", "sqlite", "mssql")
 ACTIVE = "active"  # mlflow.entities.LifecycleStage.ACTIVE: not deleted
+MIGRATIONS = "alembic_version"  # the table of MLflow's schema revision: every MLflow SQL store has it
 
 _metadata = sa.MetaData()
 

@@ -20,7 +20,15 @@ from dicelab.config import ExperimentConfig, config_to_yaml, flatten_config
 from dicelab.errors import first_line
 from dicelab.plugins import PLUGINS_TAG, fingerprint
 from dicelab.tracking import conventions as names
-from dicelab.tracking.lifecycle import ENDING_EVENT, State, TrialRun, reopening_event
+from dicelab.tracking.lifecycle import (
+    ENDING_EVENT,
+    Kind,
+    LifecycleRun,
+    State,
+    TrialRun,
+    reopening_event,
+    start_run,
+)
 from dicelab.tracking.mlflow_adapter import MAX_PARAM_VALUE_LENGTH, MAX_TAG_VALUE_LENGTH, PARENT_RUN_ID_TAG
 from dicelab.tracking.store import ensure_experiment
 from dicelab.training.reporter import Evaluation, Reporter, TrialResult
@@ -61,7 +69,7 @@ class MlflowReporter(Reporter):
         self._config: ExperimentConfig | None = None
         self._manifest: dict | None = None
         self._info: dict[str, Any] = {}
-        self.run: TrialRun | None = None  # the run's lifecycle, once on_start opened it
+        self.run: LifecycleRun | None = None  # the run's lifecycle, once on_start opened it
 
     def on_start(self, config: ExperimentConfig, info: dict[str, Any]) -> None:
         self._config = config
@@ -87,9 +95,9 @@ class MlflowReporter(Reporter):
         }
         if self.run_id is None:
             experiment_id = ensure_experiment(self.client, self.experiment)
-            run = self.client.create_run(experiment_id, run_name=self.run_name or config.tracking.run_name)
-            self.run_id = run.info.run_id
-            self.run = TrialRun(self.client, self.run_id, State.RUNNING)  # created running: the start
+            name = self.run_name or config.tracking.run_name
+            self.run = start_run(self.client, experiment_id, Kind.TRIAL, run_name=name)
+            self.run_id = self.run.run_id
         else:  # reopened: the run keeps its params (MLflow forbids changing one) and goes back to running
             run = self.client.get_run(self.run_id)
             params = {key: value for key, value in params.items() if key not in run.data.params}
