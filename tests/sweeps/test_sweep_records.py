@@ -88,7 +88,7 @@ def test_quickstart_is_a_seed_race_of_three_losses():
     assert plan.num_configurations == 3 and plan.racing is not None
     assert (plan.racing.min_seeds, plan.racing.max_seeds) == (3, 12)
     assert plan.num_trials == 3 * 12  # the most the race can run; its time budget ends it sooner
-    assert plan.search.time_budget_s == 130
+    assert plan.search.time_budget_s == 150
     assert {p["loss.name"] for p in points} == {"ce", "focal", "dice"}
     assert all("train.seed" not in p for p in points)  # the race gives the seeds
     assert [p["loss.level"] for p in points if p["loss.name"] == "dice"] == ["batch"]
