@@ -292,10 +292,19 @@ def test_a_time_budget_stops_the_race_on_a_fast_and_a_slow_machine(seconds):
     race = Race(settings(max_seeds=50, time_budget_s=180.0), ["a", "b", "c"], clock=timeline.clock)
     spans = timeline.run(race, close_scores)
     assert race.decision["reason"] == TIME and "time budget spent" in race.decision["summary"]
-    assert all(end <= 180.0 for _, end in spans)  # no seed was started that could not end in time
+    # no seed past the first three was started that could not end in time
+    assert all(end <= 180.0 for start, end in spans[9:])
     # it kept adding seeds while the budget allowed: the next one would not have ended in time
-    assert spans[-1][1] + seconds > 180.0 - seconds
+    assert max(end for _, end in spans) + seconds > 180.0 - seconds
     assert len(race.trials) == len(spans) < 150
+
+
+def test_every_configuration_gets_its_min_seeds_whatever_the_time():
+    timeline = Timeline(100.0)  # a machine too slow for the budget
+    race = Race(settings(max_seeds=50, time_budget_s=120.0), ["a", "b", "c"], clock=timeline.clock)
+    timeline.run(race, close_scores)
+    assert sorted(race.trials.values()) == [(i, s) for i in range(3) for s in (1, 2, 3)]
+    assert race.decision["reason"] == TIME
 
 
 def test_a_faster_machine_gets_more_paired_seeds_in_the_same_budget():
@@ -318,13 +327,14 @@ def test_a_race_decided_within_its_time_budget_ends_at_once():
 
 def test_a_resumed_race_counts_the_time_it_ran_before():
     timeline = Timeline(10.0)
-    race = Race(settings(max_seeds=50, time_budget_s=100.0), ["a", "b", "c"], clock=timeline.clock)
-    for i in range(2):
+    race = Race(settings(min_seeds=2, max_seeds=50, time_budget_s=100.0), ["a", "b"], clock=timeline.clock)
+    for i in range(4):
         race.next_trial(f"t{i}")
     timeline.now = 95.0
-    race.record("t0", 80.0)
+    for i in (0, 2, 3):
+        race.record(f"t{i}", 80.0 - i * np.random.default_rng(i).random())
     resumed = Race.from_state(json.loads(json.dumps(race.state())), clock=lambda: 0.0)
-    assert resumed.elapsed() == pytest.approx(95.0) and resumed.durations == [95.0]
+    assert resumed.elapsed() == pytest.approx(95.0) and resumed.durations == [95.0] * 3
     assert resumed.next_trial("r0") is None  # t1 is still running: wait for it, start nothing
     resumed.record("t1", 79.0)
     assert resumed.decision["reason"] == TIME

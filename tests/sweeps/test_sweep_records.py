@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
-from mlflow.entities import Metric
+from mlflow.entities import Metric, Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from dicelab.config import flatten_config
@@ -81,6 +81,21 @@ def test_best_metrics_of_a_stopped_run_come_from_its_history(client):
     assert "best_train_loss" not in metrics
 
 
+def test_a_minimised_metrics_best_of_a_stopped_run_is_its_lowest(client):
+    experiment = ensure_experiment(client, "records-lowest")
+    run_id = client.create_run(experiment).info.run_id
+    now = int(time.time() * 1000)
+    history = {10: 0.62, 20: 0.48, 30: 0.55}  # dev_log_loss
+    client.log_batch(
+        run_id,
+        metrics=[Metric("dev_log_loss", value, now, step) for step, value in history.items()],
+        params=[Param("train.mode", "min")],
+    )
+    records.log_best_from_history(client, client.get_run(run_id), "log_loss")
+    metrics = client.get_run(run_id).data.metrics
+    assert metrics["best_dev_log_loss"] == 0.48 and metrics["best_step"] == 20
+
+
 def test_quickstart_is_a_seed_race_of_three_losses():
     config = load_experiment(ROOT / "experiments" / "quickstart.yaml")
     plan = plan_sweep(config, "quickstart.yaml")
@@ -88,7 +103,7 @@ def test_quickstart_is_a_seed_race_of_three_losses():
     assert plan.num_configurations == 3 and plan.racing is not None
     assert (plan.racing.min_seeds, plan.racing.max_seeds) == (3, 12)
     assert plan.num_trials == 3 * 12  # the most the race can run; its time budget ends it sooner
-    assert plan.search.time_budget_s == 130
+    assert plan.search.time_budget_s == 150
     assert {p["loss.name"] for p in points} == {"ce", "focal", "dice"}
     assert all("train.seed" not in p for p in points)  # the race gives the seeds
     assert [p["loss.level"] for p in points if p["loss.name"] == "dice"] == ["batch"]

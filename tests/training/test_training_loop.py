@@ -261,3 +261,15 @@ def test_inputs_pickle_small_and_work_after_unpickling(make_config, inputs_for):
     assert len(payload) < frame_size + 20_000  # features and tokenizer travel as file references
     restored = pickle.loads(payload)
     assert run_trial(config, inputs=restored).final_metrics == run_trial(config, inputs=inputs).final_metrics
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_the_best_evaluation_follows_train_mode(make_config, inputs_for, mode):
+    config = make_config("pairs", "train.metric=log_loss", f"train.mode={mode}", "train.eval_every_steps=2")
+    recorder = Recorder()
+    result = run_trial(config, recorder, inputs=inputs_for(config))
+    losses = [evaluation.metrics["log_loss"] for evaluation in recorder.evaluations]
+    assert len(set(losses)) > 1
+    assert result.best_metrics["log_loss"] == (min(losses) if mode == "min" else max(losses))
+    best = next(e for e in recorder.evaluations if e.metrics["log_loss"] == result.best_metrics["log_loss"])
+    assert result.best_step == best.step

@@ -187,6 +187,16 @@ class SweepView(_Lazy):
         self._live: Live | None = None
         self._last_draw = 0.0
 
+    @property
+    def _sign(self) -> float:
+        """1 when the best value is the highest (search.mode max), -1 when it is the lowest."""
+        return -1.0 if self.context.plan.mode == "min" else 1.0
+
+    def _rank(self, trial: Trial) -> float:
+        """Higher for a better trial; a trial without a value last."""
+        best = self._best(trial)
+        return -math.inf if best is None else self._sign * best
+
     # -- Tune hooks ------------------------------------------------------------------------------------
 
     def setup(self, **info: Any) -> None:
@@ -209,7 +219,7 @@ class SweepView(_Lazy):
         value = result.get(self.context.tune_metric)
         if _is_value(value):  # NaN: the closing result of a failed trial, no value to rank it by
             previous = self.best.get(trial.trial_id)
-            if previous is None or value > previous:  # dev metrics: higher is better
+            if previous is None or self._sign * value > self._sign * previous:  # search.mode
                 self.best[trial.trial_id] = float(value)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -273,7 +283,7 @@ class SweepView(_Lazy):
 
         running = [t for t in trials if statuses[t.trial_id] == "RUNNING"]
         finished = [t for t in trials if statuses[t.trial_id] in records.STATUS_OF_OUTCOME]
-        finished.sort(key=lambda t: -float("inf") if (best := self._best(t)) is None else best, reverse=True)
+        finished.sort(key=self._rank, reverse=True)
         shown = running + finished[:finished_rows]
 
         keys: list[str] = []

@@ -457,6 +457,8 @@ def _print_header(
             f"{racing.max_seeds} seeds each, at most {plan.num_trials} trials, {racing.test} test at "
             f"{racing.confidence:g})"
         )
+    if plan.search.time_budget_s is not None:
+        trials += f" within {plan.search.time_budget_s:g} s"
     resumed = " resumed" if options.resume else ""
     # On a cluster, which copy of dicelab runs matters (an uploaded package, or one installed on the nodes).
     joined = options.address or os.environ.get("RAY_ADDRESS")

@@ -6,8 +6,9 @@ results arrive, each configuration is compared with the current leader (best mea
 A configuration still undecided gets its next seed, up to `max_seeds`. The race ends when one configuration
 is left (separated from all others), when every remaining one is equivalent to the leader within `margin`
 (two one-sided tests), or when the budget is spent (every remaining configuration at max_seeds, or
-`budget` trials launched), or when its time is (`time_budget_s`: no seed is handed out that would not end
-within it, judged by the median duration of the race's trials so far; the running ones end as usual).
+`budget` trials launched), or when its time is (`time_budget_s`: no seed past `min_seeds` is handed out that
+would not end within it, judged by the median duration of the race's trials so far; the running ones end
+as usual; every configuration's first `min_seeds` run whatever the time, the least a comparison needs).
 
 The race and the analysis's Decision decide with one test and one correction: the paired test of
 `settings.test` and Holm's over the configurations compared with the leader at that look (`family` in each
@@ -125,7 +126,7 @@ class Race:
             return FINISHED
         self._elapsed_at_event = self.elapsed()
         index = self._next_wanting()
-        if index is not None and not self._fits():
+        if index is not None and self._out_of_time(index):
             if self.pending:
                 return None  # their results may still decide the race; then it ends, out of time
             self._decide(TIME)
@@ -204,9 +205,10 @@ class Race:
         self._maybe_end()
         if self.decision is None and not self.pending:
             # the last result: Tune may not ask for another trial to hear "finished"
-            if self._next_wanting() is None:
+            index = self._next_wanting()
+            if index is None:
                 self._decide(BUDGET)
-            elif not self._fits():
+            elif self._out_of_time(index):
                 self._decide(TIME)
         return dropped
 
@@ -220,10 +222,13 @@ class Race:
         """What a trial is expected to take: the median of the race's recorded trials (0 before any)."""
         return statistics.median(self.durations) if self.durations else 0.0
 
-    def _fits(self) -> bool:
-        """Whether a trial started now is expected to end within the time budget."""
+    def _out_of_time(self, index: int) -> bool:
+        """Whether configuration `index`'s next seed is one more than its min_seeds (the least any
+        comparison needs, run whatever the time) and is not expected to end within the time budget."""
         budget = self.settings.time_budget_s
-        return budget is None or self.elapsed() + self.expected_duration() <= budget
+        if budget is None or len(self.launched[index]) < self.settings.min_seeds:
+            return False
+        return self.elapsed() + self.expected_duration() > budget
 
     # -- decisions -------------------------------------------------------------------------------------
 

@@ -129,7 +129,8 @@ def log_best_from_history(client: MlflowClient, run: Run, metric: str) -> None:
     history = client.get_metric_history(run.info.run_id, names.dev_metric(metric))
     if not history:
         return
-    best = max(history, key=lambda point: (point.value, -point.step))
+    sign = -1.0 if run.data.params.get("train.mode") == "min" else 1.0  # a minimised metric: its lowest
+    best = max(history, key=lambda point: (sign * point.value, -point.step))
     values = {names.BEST_STEP: float(best.step)}
     for key in run.data.metrics:
         if key.startswith(names.DEV_PREFIX):
