@@ -139,6 +139,8 @@ def test_without_a_test_split_ce_tuned_is_read_on_dev(sweep_log, tracking_uri):
     assert set(held.tuned["split"]) == {"dev"}
     assert tuned.loc[AT_TUNED, "difference"] == pytest.approx(1.0)  # 83+s vs 82+s
     assert tuned.loc[AT_DEFAULT, "difference"] == pytest.approx(3.0)
+    said = decision_statements(held, decisions(runs, options).arenas.iloc[0], options)
+    assert said[0].startswith("**Chosen on dev, not judged on held-out data:** `dice` is the best of 2")
 
 
 def test_the_report_puts_test_beside_dev_and_draws_the_threshold_figures(runs, tmp_path):

@@ -61,6 +61,8 @@ def asha_sweep(tmp_path_factory, sweep_tools):
             "max_concurrent": 1,  # each next trial reuses the worker of the one ASHA just stopped
         },
         train={"epochs": 4},
+        # a held-out test split: dev carved from the synthetic train split, whose dev split is the test
+        data={"splits": {"train": "train", "dev": {"carve_from": "train", "fraction": 0.25}, "test": "dev"}},
     )
     done = sweep_tools.run(["sweep", str(config)], directory, timeout_s=500)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -85,6 +87,7 @@ def test_asha_stopped_trials_are_finished_runs_with_outcome_early_stopped(asha_s
         assert "best_dev_f1" in run.data.metrics and "best_step" in run.data.metrics
         assert [a.path for a in client.list_artifacts(run.info.run_id)] == [names.CONFIG_ARTIFACT]
         assert len(client.get_metric_history(run.info.run_id, "dev_f1")) == 1  # nothing after the stop
+        assert not [key for key in run.data.metrics if key.startswith("test_")]  # it never reached its end
 
 
 def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(asha_sweep):
@@ -95,6 +98,13 @@ def test_under_asha_a_trial_that_trains_to_the_end_is_completed_not_stopped(asha
     assert names.REASON not in run.data.tags
     artifacts = {a.path for a in MlflowClient(uri).list_artifacts(run.info.run_id)}
     assert len(artifacts) > 1  # the trial's own end: config, predictions, per-class report
+    # scored once on the held-out test split (32 pairs), with its dev-tuned threshold applied there
+    metrics = run.data.metrics
+    assert {"test_f1", "test_accuracy", "threshold", "best_dev_f1_tuned", "test_f1_tuned", "test_ece"} <= set(
+        metrics
+    )
+    predictions = {a.path for a in MlflowClient(uri).list_artifacts(run.info.run_id, "predictions")}
+    assert predictions == {names.PREDICTIONS_ARTIFACT, names.TEST_PREDICTIONS_ARTIFACT}
 
 
 def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(

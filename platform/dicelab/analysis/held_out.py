@@ -223,6 +223,13 @@ def decision_statements(held: HeldOut, arena: pd.Series, options: AnalysisOption
             f"its dev score {'exceeds' if row['drop'] >= 0 else 'falls short of'} its test score by "
             f"{number(abs(row['drop']))}{unit} (dev − test = {signed(row['drop'])})."
         )
+    elif len(chosen) and int(arena["configs"]) > 1:
+        statements.append(
+            "**Chosen on dev, not judged on held-out data:** "
+            f"`{chosen.iloc[0]['configuration']}` is the best of {int(arena['configs'])} configurations by "
+            "its dev mean, and that mean is optimistic (a maximum over noisy estimates); no test split was "
+            "scored (`data.splits.test`, docs/data.md)."
+        )
     tuned = _select(held.tuned, keys)
     for _, row in tuned[tuned["rival"] == AT_TUNED].iterrows() if len(tuned) else []:
         threshold = f", mean threshold {row['threshold']:.2f}" if math.isfinite(row["threshold"]) else ""

@@ -59,7 +59,7 @@ def threshold_curves_figure(
     pr_axes.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.02))
     pr_axes.set_title(f"precision-recall ({split})", loc="left", fontsize=10)
     f1_axes.set(xlabel="threshold on P(positive)", ylabel="F1", xlim=(0, 1), ylim=(0, 1.02))
-    f1_axes.set_title(f"F1 vs threshold ({split}); dotted: mean dev-tuned threshold", loc="left", fontsize=10)
+    f1_axes.set_title(f"F1 vs threshold ({split}); dotted: mean tuned", loc="left", fontsize=10)
     for axes in (pr_axes, f1_axes):
         axes.grid(alpha=0.3)
     f1_axes.legend(fontsize=8, loc="lower center", frameon=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 
 class Section(BaseModel):
@@ -63,7 +63,11 @@ class CarvedSplit(Section):
     seed: int = 0
 
 
-SPLIT_NAMES = ("train", "dev", "test")  # what data.splits may name; train and dev are required
+# A split is read (a file or hub split name) or carved: told apart by type, so an error names one of them.
+SplitSource = Annotated[
+    Annotated[str, Tag("read")] | Annotated[CarvedSplit, Tag("carved")],
+    Discriminator(lambda value: "read" if isinstance(value, str) else "carved"),
+]
 
 
 class DataConfig(Section):
@@ -73,7 +77,7 @@ class DataConfig(Section):
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "conll", "squad", "mrc_ner"] = "auto"
     # canonical split -> the source's split (a file name, a hub split) or a split carved from another one.
     # train and dev are required; test is optional: every finished trial is scored on it once, at its end.
-    splits: dict[Literal["train", "dev", "test"], str | CarvedSplit] = Field(
+    splits: dict[Literal["train", "dev", "test"], SplitSource] = Field(
         default_factory=lambda: {"train": "train", "dev": "dev"}
     )
     # canonical name -> column name in the source, or a 0-based column index (CoNLL, header-less TSV/CSV)
