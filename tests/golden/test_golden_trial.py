@@ -104,6 +104,8 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "device": "cpu",
         "precision": "fp32",
         "num_threads": 1,
+        "compile": False,
+        "tf32": True,
         "log_every_steps": 1,
         "save_model": "none",
     },
