@@ -289,7 +289,7 @@ def run_one(config_path: str, tracking_uri: str, trial_seconds: float) -> dict[s
     for counts in worker_counts:
         trial_calls.update(counts["calls"])
     driver_calls = Counter(driver_counts["calls"])
-    return {
+    row = {
         "exit_code": outcome.exit_code,
         "trials": len(trials),
         "trials_finished": finished,
@@ -326,6 +326,8 @@ def run_one(config_path: str, tracking_uri: str, trial_seconds: float) -> dict[s
         ),
         "snapshots": snapshots,
     }
+    row["halves"] = halves(row)
+    return row
 
 
 def race_only(trials: int, saves: bool) -> dict[str, Any]:
@@ -449,6 +451,35 @@ def measure(
             raise SystemExit(f"the {trials}-trial sweep against {backend} failed:\n{done.stderr[-4000:]}")
         print(f"local Ray did not start ({trials} trials, {backend}): once more", file=sys.stderr, flush=True)
     raise AssertionError("unreachable")
+
+
+def halves(row: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """From a sweep's progress snapshots: the driver's CPU and the wall beyond the trials' own work per trial
+    in its first and second half of trials recorded (start-up left out: from the first snapshot with a
+    trial recorded), and the second half's over the first's (1.0: constant per trial along the sweep)."""
+    marks = [snap for snap in row["snapshots"] if snap["trials_recorded"] > 0]
+    if len(marks) < 3:
+        return {}
+    middle = min(marks, key=lambda snap: abs(snap["trials_recorded"] - row["trials"] / 2))
+    out: dict[str, dict[str, float]] = {}
+    for name, (start, end) in {"first": (marks[0], middle), "second": (middle, marks[-1])}.items():
+        trials = max(end["trials_recorded"] - start["trials_recorded"], 1)
+        own_work = trials * row["trial_seconds"] / row["max_concurrent"]
+        out[name] = {
+            "trials": trials,
+            "driver_cpu_ms_per_trial": round(
+                1000 * (end["driver_cpu_s"] - start["driver_cpu_s"]) / trials, 1
+            ),
+            "overhead_wall_s_per_trial": round((end["wall_s"] - start["wall_s"] - own_work) / trials, 3),
+            "state_saves_ms_per_trial": round(
+                1000 * (end.get("state_saves_s", 0) - start.get("state_saves_s", 0)) / trials, 1
+            ),
+        }
+    out["second/first"] = {
+        key: round(out["second"][key] / out["first"][key], 2) if out["first"][key] else float("nan")
+        for key in ("driver_cpu_ms_per_trial", "overhead_wall_s_per_trial", "state_saves_ms_per_trial")
+    }
+    return out
 
 
 def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -107,6 +107,8 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "compile": False,
         "tf32": True,  # CUDA only: a CPU trial ignores it
         "num_threads": 1,
+        "compile": False,
+        "tf32": True,
         "log_every_steps": 1,
         "save_model": "none",
     },
