@@ -104,8 +104,6 @@ GOLDEN_CONFIG: dict[str, Any] = {
         "mode": None,
         "device": "cpu",
         "precision": "fp32",
-        "compile": False,
-        "tf32": True,  # CUDA only: a CPU trial ignores it
         "num_threads": 1,
         "compile": False,
         "tf32": True,
