@@ -226,8 +226,10 @@ def test_non_finite_loss_stops_at_once_and_raises(make_config, inputs_for):
     assert recorder.result.steps < 10 and recorder.calls[-1] == "end"
 
 
-def test_other_exceptions_are_recorded_then_reraised(make_config, inputs_for):
-    config = make_config("pairs", "train.metric=no_such_metric", "train.max_steps=2")
+def test_other_exceptions_are_recorded_then_reraised(make_config, inputs_for, monkeypatch):
+    # the config's metric is valid at validation; the trial's evaluation then logs no such metric
+    config = make_config("pairs", "train.max_steps=2")
+    monkeypatch.setattr(config.train, "metric", "no_such_metric")
     recorder = Recorder()
     with pytest.raises(ConfigError, match=r"train\.metric: 'no_such_metric'"):
         run_trial(config, recorder, inputs=inputs_for(config))
