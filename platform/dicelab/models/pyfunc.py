@@ -1,8 +1,8 @@
 """The `mlflow.pyfunc` flavour of a saved model: `mlflow.pyfunc.load_model(uri).predict(frame)`.
 
-The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle" and, as its model
-code, `pyfunc_entry.py`, which builds this class: loading needs the dicelab package importable (a declared
-requirement of the model).
+The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle", as its model
+code `pyfunc_entry.py`, which builds this class, and the dicelab package itself under code/ (MLflow puts it
+first on `sys.path` when the model loads): the model loads where dicelab is not installed.
 """
 
 from __future__ import annotations
