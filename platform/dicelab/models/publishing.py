@@ -80,6 +80,8 @@ def save_model_dir(
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import ParamSchema, ParamSpec
 
+    from dicelab.models.requests import MAX_ROWS
+
     directory = Path(directory)
     info = BundleInfo.of_trial(config, label_names, metrics=metrics, metric=metric, step=step)
     with (
@@ -98,9 +100,10 @@ def save_model_dir(
             code_paths=[str(path) for path in code_paths(extra_code_paths)],
             pip_requirements=requirements(extra_requirements),
             mlflow_model=mlflow_model,
-            # declared so that load_model(uri, model_config={"device": "cpu"}) may override it (MLflow
-            # passes on only the keys a model was saved with); auto: a GPU where torch sees one
-            model_config={"device": "auto"},
+            # declared so that load_model(uri, model_config={"device": "cpu"}) may override them (MLflow
+            # passes on only the keys a model was saved with); auto: a GPU where torch sees one; max_rows:
+            # a request's row cap (dicelab.models.requests)
+            model_config={"device": "auto", "max_rows": MAX_ROWS},
             # params alone: MLflow hands predict only the params a signature declares, and the inputs
             # stay unchecked by MLflow (see _without_input_example_notice)
             signature=ModelSignature(params=ParamSchema([ParamSpec("batch_size", "long", None)])),
