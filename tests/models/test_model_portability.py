@@ -19,23 +19,28 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import mlflow.artifacts
+import mlflow.pyfunc
 import pytest
-from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+import torch
 
+from dicelab.config import ExperimentConfig
 from dicelab.errors import DataError
 from dicelab.models import save_model_dir
 from dicelab.models.publishing import MODEL_REQUIREMENTS, code_paths, requirements
+from dicelab.tasks import TASKS as TASKS_REGISTRY
+from dicelab.training import TrialInputs, prepare_inputs
 
-from .conftest import TASKS, SavedTrial, write_jsonl
+from .conftest import TASKS, trial_config, write_jsonl
 from .test_models import GOLD_COLUMNS, assert_same_predictions
 
 # Imported lazily by dicelab for a feature prediction never uses, and no dependency of dicelab's either.
 OPTIONAL = {"spacy"}  # data augmentation's entity mentions (dicelab.data.resampling._mentions)
 
-pytestmark = pytest.mark.slow  # the shared trials, and a venv built on the first run (about a minute)
+pytestmark = pytest.mark.slow  # a venv built on the first run (about half a minute), four models loaded there
 
 # Run in the fresh environment: predict with each model, then list the third-party modules that the dicelab
 # modules it imported import (at any depth of their code, lazily or not) and that the environment lacks.
@@ -107,19 +112,36 @@ def _build_venv(target: Path, requirements_file: Path) -> None:
     subprocess.run([*install, "-r", str(requirements_file)], check=True)
 
 
+@dataclass
+class Portable:
+    directory: Path  # the saved model
+    inputs: TrialInputs
+    config: ExperimentConfig
+    state: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def model_dirs(
-    saved_trials: dict[str, SavedTrial], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    """task -> the trial's logged model, downloaded as a plain directory."""
+def portables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Portable]:
+    """task -> a model of its freshly built (untrained) weights, saved as a directory: what travels is the
+    code and the files, which training does not change (tests/models/test_models.py compares trained models'
+    predictions with their trials')."""
     root = tmp_path_factory.mktemp("portable")
-    dirs = {}
-    for task, trial in saved_trials.items():
-        with _use_tracking_uri(trial.store):
-            dirs[task] = Path(
-                mlflow.artifacts.download_artifacts(trial.result.model_uri, dst_path=root / task)
-            )
-    return dirs
+    made = {}
+    for task in TASKS:
+        config = trial_config(task, root / "cache")
+        inputs = prepare_inputs(config)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = TASKS_REGISTRY.get(task)().build_model(config, inputs.label_names, inputs.tokenizer)
+        state = {key: value.detach().clone() for key, value in model.state_dict().items()}
+        directory = save_model_dir(root / task, config, inputs.label_names, inputs.tokenizer_path, state)
+        made[task] = Portable(directory, inputs, config, state)
+    return made
+
+
+@pytest.fixture(scope="module")
+def model_dirs(portables: dict[str, Portable]) -> dict[str, Path]:
+    return {task: portable.directory for task, portable in portables.items()}
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +172,9 @@ def test_a_saved_model_carries_dicelab_and_requires_only_what_an_index_has(model
         assert not list((directory / "code").rglob("__pycache__"))
 
 
-def test_a_saved_model_predicts_in_a_fresh_venv_without_dicelab(
-    fresh_python, model_dirs, saved_trials, tmp_path
-):
+def test_a_saved_model_predicts_in_a_fresh_venv_without_dicelab(fresh_python, portables, tmp_path):
     """Every task's model, loaded from its directory alone with `mlflow.pyfunc.load_model`, predicts what
-    the trial logged; dicelab is imported from the model's code/, and every third-party module that code
+    it predicts here; dicelab is imported from the model's code/, and every third-party module that code
     imports is one the requirements installed."""
     where = "import site, sys; print(sys.prefix); print(*site.getsitepackages())"
     site = subprocess.run(
@@ -163,11 +183,13 @@ def test_a_saved_model_predicts_in_a_fresh_venv_without_dicelab(
     assert site[0] != sys.prefix
     for packages in map(Path, site[1:]):
         assert not list(packages.glob("dicelab*")) and not list(packages.glob("__editable__*dicelab*"))
-    cases = {}
-    for task, directory in model_dirs.items():
-        frame = saved_trials[task].inputs.dev_frame
+    cases, expected = {}, {}
+    for task, portable in portables.items():
+        frame = portable.inputs.dev_frame
         unlabelled = frame.drop(columns=[c for c in GOLD_COLUMNS if c in frame.columns])
-        cases[task] = [str(directory), str(write_jsonl(tmp_path / f"{task}.jsonl", unlabelled))]
+        cases[task] = [str(portable.directory), str(write_jsonl(tmp_path / f"{task}.jsonl", unlabelled))]
+        here = mlflow.pyfunc.load_model(str(portable.directory)).predict(unlabelled)
+        expected[task] = here.to_dict(orient="records")
     done = subprocess.run(
         [str(fresh_python), "-I", "-c", PREDICT, json.dumps(cases)],
         capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
@@ -176,16 +198,15 @@ def test_a_saved_model_predicts_in_a_fresh_venv_without_dicelab(
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.splitlines()[-1])
     assert out["dicelab_installed"] is False
-    assert Path(out["dicelab_from"]).is_relative_to(
-        model_dirs[next(iter(cases))] / "code"
-    )  # the first one loaded
+    first = portables[next(iter(cases))].directory  # the first model loaded: dicelab is its code there
+    assert Path(out["dicelab_from"]).is_relative_to(first / "code")
     assert [line for line in out["lacking"] if line.split()[0] not in OPTIONAL] == []
     for task, predicted in out["predictions"].items():
-        assert_same_predictions(task, predicted, saved_trials[task].logged_predictions, gold=False)
+        assert_same_predictions(task, predicted, expected[task], gold=False)
     assert set(out["predictions"]) == set(TASKS)
 
 
-def test_extra_code_and_requirements_travel_with_the_model_and_a_bad_path_is_one_line(saved_trials, tmp_path):
+def test_extra_code_and_requirements_travel_with_the_model_and_a_bad_path_is_one_line(portables, tmp_path):
     """A plugin's module file and package directory land beside dicelab in the model's code/ (on sys.path
     when it loads), its packages in the requirements; a missing path or a second `dicelab` is one line."""
     module = tmp_path / "my_loss.py"
@@ -193,10 +214,10 @@ def test_extra_code_and_requirements_travel_with_the_model_and_a_bad_path_is_one
     package = tmp_path / "my_tasks"
     package.mkdir()
     (package / "__init__.py").write_text("VALUE = 2\n")
-    trial = saved_trials["pair_classification"]
+    pairs = portables["pair_classification"]
     directory = save_model_dir(
-        tmp_path / "model", trial.config, trial.inputs.label_names, trial.inputs.tokenizer_path,
-        trial.result.best_model_state, extra_code_paths=[module, package], extra_requirements=["timm==1.0"],
+        tmp_path / "model", pairs.config, pairs.inputs.label_names, pairs.inputs.tokenizer_path, pairs.state,
+        extra_code_paths=[module, package], extra_requirements=["timm==1.0"],
     )  # fmt: skip
     assert sorted(path.name for path in (directory / "code").iterdir()) == [
         "dicelab",
