@@ -119,7 +119,7 @@ def server(ray_env: dict[str, str]) -> Iterator[TeamServerUnderTest]:
         team_server.postgres_bin()
     except TrackingError as error:
         pytest.fail(str(error), pytrace=False)
-    directory = Path(tempfile.mkdtemp(prefix="dl-tsl-", dir="/tmp"))  # reachable by the postgres user
+    directory = Path(tempfile.mkdtemp(prefix="dl-tsl-", dir="/tmp"))  # reachable by PostgreSQL's account
     admin = ("admin", secrets.token_urlsafe(18))
     with (
         team_server.running(directory, admin, workers=SERVER_WORKERS) as running,

@@ -32,6 +32,7 @@ from dicelab.errors import ConfigError, DataError
 from dicelab.models import load_model, log_model, save_model_dir
 from dicelab.models.loading import prediction_device
 from dicelab.models.publishing import MODEL_TAG
+from dicelab.models.requests import MAX_ROWS
 from dicelab.models.saved import SavedModel
 
 from .conftest import TASKS, SavedTrial, run_saved_trial, trial_config, write_jsonl
@@ -348,10 +349,11 @@ def test_pyfunc_predicts_on_the_gpu_where_there_is_one_unless_told_as_mlflows_py
                 device_of()
 
 
-@pytest.fixture
-def scoring_server(saved_trials, tmp_path) -> Iterator[tuple[str, SavedTrial]]:
-    """`mlflow models serve` of the token_tagging trial's model on 127.0.0.1, as a user starts it; stopped by
-    its process group's id (MLflow runs uvicorn as a child)."""
+@pytest.fixture(scope="module")
+def scoring_server(saved_trials, tmp_path_factory) -> Iterator[tuple[str, SavedTrial]]:
+    """`mlflow models serve` of the token_tagging trial's model on 127.0.0.1, as a user starts it, shared by
+    the module's tests of it; stopped by its process group's id (MLflow runs uvicorn as a child)."""
+    tmp_path = tmp_path_factory.mktemp("serve")
     trial = saved_trials["token_tagging"]
     port = free_port()
     bin_dir = str(Path(sys.executable).parent)  # the environment's uvicorn, as an activated venv has it
@@ -411,6 +413,39 @@ def test_a_served_tagging_model_answers_http_requests_with_the_trials_prediction
     if len({len(tokens) for tokens in sentences}) > 1:
         status, refused = _invoke(url, {"inputs": {"tokens": sentences}})
         assert status == 400 and "inhomogeneous" in refused["message"]
+
+
+def test_a_bad_request_to_a_served_model_is_a_400_with_one_line(scoring_server):
+    """A missing column, a value of the wrong type, a request over the row cap (dicelab.models.requests),
+    a bad batch size: each a 400 whose body is the error code and one line naming what is wrong, without
+    the request's data or a traceback; the server goes on answering."""
+    url, trial = scoring_server
+    words = list(trial.inputs.dev_frame["tokens"][0])
+    cases = {
+        "input has no column 'tokens' or words, which a token_tagging model needs (found: word)": {
+            "dataframe_records": [{"word": words}]
+        },
+        "input column 'tokens', row 1: expected a list of words (strings), got text": {
+            "dataframe_records": [{"tokens": words}, {"tokens": " ".join(words)}]
+        },
+        "input column 'tokens', row 0: expected a list of words (strings), got a list of numbers": {
+            "dataframe_records": [{"tokens": [1, 2]}]
+        },
+        f"{MAX_ROWS + 1} rows in one request; this model takes at most {MAX_ROWS}": {
+            "dataframe_records": [{"tokens": words}] * (MAX_ROWS + 1)
+        },
+        "params: batch_size must be a positive whole number of examples, got 0": {
+            "inputs": {"tokens": words},
+            "params": {"batch_size": 0},
+        },
+    }
+    for expected, body in cases.items():
+        status, answer = _invoke(url, body)
+        assert status == 400, (expected, answer)
+        assert answer == {"error_code": "INVALID_PARAMETER_VALUE", "message": answer["message"]}
+        assert answer["message"].startswith(expected) and "\n" not in answer["message"], answer
+    status, good = _invoke(url, {"inputs": {"tokens": words}})
+    assert status == 200 and good["predictions"][0]["tokens"] == words
 
 
 def test_a_model_trained_on_its_own_column_names_predicts_on_files_and_frames_named_alike(

