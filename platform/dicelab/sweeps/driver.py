@@ -173,7 +173,8 @@ def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> Any:
 
     for attempt in range(1, LOCAL_RAY_STARTS + 1):
         try:
-            return ray.init(address="local", include_dashboard=False, _system_config=system, **quiet)
+            # a copy: Ray adds to the dict it is given (its spilling config), which a second try would pass on
+            return ray.init(address="local", include_dashboard=False, _system_config=dict(system), **quiet)
         except Exception as error:
             if ray_adapter.refused_system_config(error, system):
                 ray.shutdown()
