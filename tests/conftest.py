@@ -62,6 +62,7 @@ LONGEST_FIRST = (
     "integration/faults/test_fault_disk_full.py",
     "benchmarks/test_scale_benchmarks.py",
     "infra/test_infra_local_cluster.py",
+    "integration/test_warm_workers.py",
     # The longest files of the unit tier (about 30 to 55 CPU-s each), so they do not start last.
     "tasks/test_tasks_families.py",
     "analysis/test_analysis_large.py",

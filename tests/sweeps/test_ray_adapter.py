@@ -69,6 +69,60 @@ def test_the_token_default_warning_is_quieted_where_its_logger_exists(monkeypatc
     assert ray_adapter.quiet_token_default_warning() is False and logger.level == logging.NOTSET
 
 
+@pytest.mark.parametrize(
+    "key", [*ray_adapter.node_system_config(), *ray_adapter.preload_system_config(["m"])]
+)
+def test_system_config_keys_are_known_to_ray(key):
+    # Ray validates _system_config at start against the RAY_CONFIG entries compiled into _raylet
+    contract(
+        f"_system_config key {key!r} (node_system_config / preload_system_config)",
+        _binary_has(RAY / "_raylet.so", key),
+        "The key is no longer in Ray's compiled config: a local sweep falls back to a plain start.",
+    )
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
+def test_the_tuning_switch(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(ray_adapter.TUNING_ENV, raising=False)
+    else:
+        monkeypatch.setenv(ray_adapter.TUNING_ENV, value)
+    assert ray_adapter.tuning_on() is on
+
+
+def test_a_refusal_of_the_system_config_is_told_apart_from_other_errors():
+    system = ray_adapter.node_system_config()
+    assert ray_adapter.refused_system_config(ValueError("unknown key enable_worker_prestart"), system)
+    assert ray_adapter.refused_system_config(RuntimeError("invalid _system_config"), system)
+    assert not ray_adapter.refused_system_config(RuntimeError("timed out during startup"), system)
+    assert not ray_adapter.refused_system_config(ValueError("invalid _system_config"), {})
+
+
+def test_local_cpus_counts_cgroup_limits_and_falls_back_to_the_affinity(monkeypatch):
+    import ray._private.utils
+
+    cpus = ray_adapter.local_cpus()
+    contract("ray._private.utils.get_num_cpus (local_cpus)", isinstance(cpus, int) and cpus >= 1, f"{cpus!r}")
+    monkeypatch.delattr(ray._private.utils, "get_num_cpus")
+    assert ray_adapter.local_cpus() == len(os.sched_getaffinity(0))
+
+
+def test_tune_still_gives_trial_actors_pl_disable_fork_and_without_it_nothing_is_patched(monkeypatch):
+    from ray.tune.execution import class_cache
+
+    contract(
+        "ray.tune.execution.class_cache.DEFAULT_ENV_VARS['PL_DISABLE_FORK'] (bare_trial_actors)",
+        isinstance(class_cache.DEFAULT_ENV_VARS, dict)
+        and '"PL_DISABLE_FORK"' in Path(class_cache.__file__).read_text(),
+        "If Tune no longer sets it, bare_trial_actors can go; if it sets another one, drop that one too.",
+    )
+    monkeypatch.setattr(class_cache, "DEFAULT_ENV_VARS", {"PL_DISABLE_FORK": "1", "OTHER": "x"})
+    assert ray_adapter.bare_trial_actors() is True
+    assert class_cache.DEFAULT_ENV_VARS == {"OTHER": "x"}
+    monkeypatch.delattr(class_cache, "DEFAULT_ENV_VARS")  # a Tune without those defaults
+    assert ray_adapter.bare_trial_actors() is False
+
+
 def test_the_session_dir_is_in_what_ray_init_returns():
     from types import SimpleNamespace
 

@@ -34,14 +34,14 @@ def _failing(calls: list[str], errors: list[Exception]):
 
 def test_a_start_that_times_out_is_tried_once_more(monkeypatch, starts):
     monkeypatch.setattr(ray, "init", _failing(starts, [RuntimeError(TIMED_OUT)]))
-    driver._start_local_ray({})
+    driver._start_local_ray({}, {})
     assert starts == ["init", "shutdown", "init"]
 
 
 def test_two_time_outs_are_one_line_exit_1(monkeypatch, starts):
     monkeypatch.setattr(ray, "init", _failing(starts, [RuntimeError(TIMED_OUT), RuntimeError(TIMED_OUT)]))
     with pytest.raises(driver.LocalRayError) as raised:
-        driver._start_local_ray({})
+        driver._start_local_ray({}, {})
     message = str(raised.value)
     assert len(message.splitlines()) == 1 and "local Ray did not start (2 tries)" in message
     assert "--address auto" in message and raised.value.exit_code == 1
@@ -49,10 +49,26 @@ def test_two_time_outs_are_one_line_exit_1(monkeypatch, starts):
     assert starts == ["init", "shutdown", "init", "shutdown"]
 
 
+def test_a_ray_that_refuses_the_system_config_gets_a_plain_start(monkeypatch):
+    given: list[dict] = []
+
+    def init(**kwargs: object) -> str:
+        system = kwargs["_system_config"]
+        given.append(system)
+        if system:
+            raise ValueError("unknown _system_config key enable_worker_prestart")
+        return "context"
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    assert driver._start_local_ray({"enable_worker_prestart": False}, {}) == "context"
+    assert given == [{"enable_worker_prestart": False}, {}]
+
+
 def test_any_other_start_error_is_raised_as_it_is(monkeypatch, starts):
     monkeypatch.setattr(ray, "init", _failing(starts, [ValueError("bad argument")]))
     with pytest.raises(ValueError, match="bad argument"):
-        driver._start_local_ray({})
+        driver._start_local_ray({}, {})
     assert starts == ["init"]
 
 

@@ -4,8 +4,9 @@ run the trials through Ray Tune, and close the parent run with a summary.
 Start-up is a critical path of seconds on a small machine, so it is arranged around Ray's start (its
 processes take seconds to come up, mostly waiting): only the config's schema and the sweep's outline,
 the --resume checks and an MLflow server's health come before it; the registry checks, the trials'
-configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile. This
-module's own imports stay light for the same reason (MLflow and Tune are imported by the set-up thread,
+configs, the store and parent run, the inputs and Tune's imports run in a set-up thread meanwhile, and a
+local Ray's prestarted workers import the trials' modules (`warm_workers`). This module's own imports stay
+light for the same reason (MLflow and Tune are imported by the set-up thread,
 after Ray's start began).
 """
 
@@ -27,7 +28,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dicelab.config import ExperimentConfig, config_to_yaml, read_config
 from dicelab.errors import ConfigError, DicelabError, first_line
 from dicelab.plugins import PLUGINS_TAG, fingerprint, load_plugins, pins, py_modules
-from dicelab.sweeps import local_ray, ray_adapter, trial_env
+from dicelab.sweeps import local_ray, ray_adapter, trial_env, warm_workers
 from dicelab.sweeps.space import SweepPlan, check_overrides, check_trials, outline_sweep
 from dicelab.sweeps.state import SweepState
 from dicelab.tracking import check_tracking, links, resolve_tracking_uri
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 RESULTS_DIR = "ray_results"
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -107,10 +109,12 @@ def _absolute_paths(config: ExperimentConfig) -> None:
 # Ray
 
 
-def connect_ray(address: str | None) -> None:
+def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
     """Join a cluster (`auto`, `HOST:PORT`, or $RAY_ADDRESS), else start a private local Ray that dies with
-    this driver (see `local_ray`). The trials' workers get `trial_env`'s environment: from this process on a
-    local Ray, else through a runtime env (a job that `dicelab submit` started has it in the job's own)."""
+    this driver (see `local_ray`), whose prestarted workers import the trials' modules when the outlined
+    sweep's first trials take all of them (see `warm_workers`; DICELAB_RAY_TUNING=0: a plain local Ray).
+    The trials' workers get `trial_env`'s environment: from this process on a local Ray, else through a
+    runtime env (a job that `dicelab submit` started has it in the job's own)."""
     import ray
 
     import dicelab
@@ -121,8 +125,15 @@ def connect_ray(address: str | None) -> None:
         # "local", never None: None would join whatever cluster was started last on this machine.
         # Ray's own default (token authentication) is kept; its warning that it is the default is not news.
         ray_adapter.quiet_token_default_warning()
+        # Ray prestarts one worker per CPU twice: when the raylet starts (off here: idle CPU and memory) and
+        # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
+        system: dict[str, Any] = {}
+        if ray_adapter.tuning_on():
+            system = ray_adapter.node_system_config()
+            if outline is not None:
+                system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
         trial_env.prepare_local_ray()
-        context = _start_local_ray(quiet)
+        context = _start_local_ray(system, quiet)
         session_dir = ray_adapter.session_dir(context)
         local_ray.reap_leftovers(session_dir.parent)  # of earlier drivers killed before their watchdog ran
         local_ray.record(session_dir, ray.get_runtime_context().get_node_id())
@@ -163,14 +174,22 @@ class LocalRayError(DicelabError):
     exit_code = 1  # not the input's fault: the same command can succeed on a quieter machine
 
 
-def _start_local_ray(quiet: dict[str, Any]) -> Any:
-    """`ray.init` of a private local node (what it returns: the node's addresses and session directory)."""
+def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> Any:
+    """`ray.init` of a private local node (what it returns: the node's addresses and session directory),
+    with `system` (its `_system_config`) unless this Ray refuses those settings: then a plain start."""
     import ray
 
     for attempt in range(1, LOCAL_RAY_STARTS + 1):
         try:
-            return ray.init(address="local", include_dashboard=False, **quiet)
+            # a copy: Ray adds to the dict it is given (its spilling config), which a second try would pass on
+            return ray.init(address="local", include_dashboard=False, _system_config=dict(system), **quiet)
         except Exception as error:
+            if ray_adapter.refused_system_config(error, system):
+                ray.shutdown()
+                _log.warning(
+                    "this Ray refused dicelab's local settings (%s): a plain start", first_line(error)
+                )
+                return _start_local_ray({}, quiet)
             if "timed out during startup" not in str(error):
                 raise
             ray.shutdown()  # the half-started node's processes go before the next start
@@ -328,7 +347,7 @@ def execute_sweep(options: SweepOptions, console: Console | None = None) -> Swee
         with ThreadPoolExecutor(1, thread_name_prefix="dicelab-set-up") as pool:
             checking = pool.submit(check)
             setting_up = pool.submit(lambda: set_up(checking.result()))
-            connect_ray(options.address)
+            connect_ray(options.address, outline)
             plan = checking.result()
             built = setting_up.result()
         client, state, directory = opened[0]
@@ -508,6 +527,8 @@ def _fit(
         plugins=pins(),
     )
     ray_adapter.quiet_tune_driver()  # the sweep's own view, Tune's state saves, JSON logs only
+    if ray_adapter.tuning_on():
+        ray_adapter.bare_trial_actors()  # the trials can take the prestarted workers (`warm_workers`)
     if resume and tune.Tuner.can_restore(directory):
         tuner = restore_tuner(context, inputs, directory, retry_failed)
     else:  # new, or killed before Tune saved anything: start the trials in the same sweep (same runs)

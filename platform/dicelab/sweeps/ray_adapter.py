@@ -1,7 +1,7 @@
 """What dicelab needs from Ray and Tune beyond their plain calls, in one module, each with its reason.
 
 dicelab supports a range of Ray releases (pyproject.toml; `nox -s oldest newest` tests both ends), so it uses
-Ray's public APIs and documented environment variables. Three touch points have no public API and stay
+Ray's public APIs and documented environment variables. These touch points have no public API and stay
 here, each trying the private path and falling back to plain behaviour when a Ray release lacks it (a test
 runs each both ways, tests/sweeps/test_ray_adapter.py):
 - `cluster_versions`: the versions a cluster's head recorded, read from its GCS before the driver joins;
@@ -10,6 +10,10 @@ runs each both ways, tests/sweeps/test_ray_adapter.py):
   unchecked (its driver, on the cluster, runs the cluster's Ray).
 - `quiet_token_default_warning`: the logger of Ray's warning that token authentication is its default;
   without it, the warning shows.
+- The tuning of a private local Ray (`node_system_config`, `preload_system_config`, `bare_trial_actors`,
+  `local_cpus`): Ray's internal settings and Tune's actor defaults, kept because the quickstart sweep
+  took far less wall time with them (benchmarks/results/ray_speedups_ab.md); `DICELAB_RAY_TUNING=0` turns
+  them off, and a Ray that refuses the settings, or a Tune without those defaults, gets Ray's plain start.
 `forget_checkpoint` rebuilds a Tune trial's checkpoint manager through the object's own class, falling back
 to leaving the checkpoint (the trial then fails on it, recorded). No other dicelab module touches Ray's
 internals (the test checks).
@@ -79,6 +83,61 @@ def quiet_token_default_warning() -> bool:
     if found:
         logging.getLogger(TOKEN_SETUP_LOGGER).setLevel(logging.ERROR)
     return found
+
+
+# dicelab's tuning of its private local Ray and of its trial workers (`warm_workers`, `dicelab.garbage`):
+# kept for the quickstart sweep's wall time (benchmarks/results/ray_speedups_ab.md); "0" turns it all off.
+TUNING_ENV = "DICELAB_RAY_TUNING"
+
+
+def tuning_on() -> bool:
+    """Whether dicelab tunes its private local Ray and its trial workers (DICELAB_RAY_TUNING, on unless 0)."""
+    return os.environ.get(TUNING_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def node_system_config() -> dict[str, Any]:
+    """`_system_config` of a private local node (internal keys, checked by Ray at start; a Ray that refuses
+    them gets a plain start, `driver._start_local_ray`): no workers prestarted with the raylet (idle CPU and
+    memory: the trials' actors take the set prestarted when the driver connects), and no metrics collected
+    (nothing reads them without a dashboard; a third of the dashboard agent's CPU)."""
+    return {"enable_worker_prestart": False, "enable_metrics_collection": False}
+
+
+def preload_system_config(modules: list[str]) -> dict[str, Any]:
+    """`_system_config` that makes the prestarted workers import `modules` at once, with Ray's idle-worker
+    killer off (it killed them in the moment before Tune's actors claimed them; see `warm_workers`)."""
+    return {"preload_python_modules": modules, "kill_idle_workers_interval_ms": 0}
+
+
+def refused_system_config(error: BaseException, system: dict[str, Any]) -> bool:
+    """Whether `ray.init` failed on one of the `_system_config` keys (a Ray release that renamed them)."""
+    text = str(error)
+    return bool(system) and ("system_config" in text or any(key in text for key in system))
+
+
+def local_cpus() -> int:
+    """The CPUs Ray counts for a node it starts, cgroup limits included (os.cpu_count ignores them): one
+    prestarted worker each. Ray's own count where this Ray has it, else the CPUs this process may use."""
+    try:
+        from ray._private.utils import get_num_cpus
+
+        return int(get_num_cpus())
+    except (ImportError, AttributeError):
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def bare_trial_actors() -> bool:
+    """Tune gives every trial actor a runtime env (PL_DISABLE_FORK=1, a PyTorch Lightning switch), so no trial
+    could take a prestarted worker (whose env is empty): the variable is dropped from Tune's defaults. False
+    where this Tune has no such defaults (its actors then start as Tune makes them)."""
+    try:
+        from ray.tune.execution import class_cache
+
+        defaults = class_cache.DEFAULT_ENV_VARS
+    except (ImportError, AttributeError):
+        return False
+    defaults.pop("PL_DISABLE_FORK", None)
+    return True
 
 
 def session_dir(context: Any) -> Path:

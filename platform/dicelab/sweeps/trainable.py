@@ -30,6 +30,7 @@ from mlflow import MlflowClient
 from mlflow.entities import RunTag
 from ray import tune
 
+from dicelab import garbage
 from dicelab.config import ExperimentConfig, flatten_config
 from dicelab.errors import DicelabError, TrialFailed, first_line
 from dicelab.plugins import Pin, import_pinned
@@ -283,6 +284,9 @@ def _placement(context: SweepContext) -> tuple[TrialResources, dict[str, str]]:
 
 def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: dict[str, Any]) -> None:
     """The function Tune runs for each trial. `inputs`: inputs_key -> ObjectRef of prepared TrialInputs."""
+    if ray_adapter.tuning_on():  # a trial worker is dicelab's own process: fewer, shorter collections
+        garbage.for_this_process()
+        garbage.freeze_imported()
     # One INFO line per checkpoint, and a progress bar per weights loading, forwarded to the driver's
     # terminal, would bury the sweep's own view.
     ray_adapter.quiet_checkpoint_logs()
