@@ -3,6 +3,7 @@ is one line, exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -154,3 +155,30 @@ def test_a_worker_refuses_a_plugin_other_than_the_drivers(tmp_path: Path) -> Non
             import_pinned(pinned)
     finally:
         sys.path.remove(str(elsewhere.parent))
+
+
+NAN_LOSS = """
+import torch
+
+from dicelab.losses import LOSSES, Loss
+
+
+@LOSSES.register("nan_loss")
+class NanLoss(Loss):
+    def forward(self, logits, target):
+        return logits.sum() * float("nan")
+"""
+
+
+def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(tmp_path: Path, capsys) -> None:
+    write(tmp_path / "nan_loss.py", NAN_LOSS)
+    config = write(
+        tmp_path / "nan.yaml",
+        "name: nan\nplugins: [nan_loss.py]\nloss: {name: nan_loss}\n"
+        "data: {source: synthetic_pairs, synthetic: {n_train: 16, n_dev: 8}, max_length: 16}\n"
+        "model: {backbone: tiny-bert, tiny_bert: {hidden_size: 32, num_layers: 1, num_heads: 2}}\n"
+        "train: {epochs: 1, batch_size: 8}\n",
+    )
+    assert dispatch.main(["trial", str(config), "--no-tracking", "--quiet", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["outcome"] == "non_finite", result
