@@ -182,3 +182,14 @@ def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(tmp_path: P
     assert dispatch.main(["trial", str(config), "--no-tracking", "--quiet", "--json"]) == 1
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["outcome"] == "non_finite", result
+
+
+def test_a_sweep_with_a_bad_plugin_stops_before_ray_and_records_nothing(tmp_path: Path, capsys) -> None:
+    config = write(tmp_path / "sweep.yaml", CONFIG.format(plugins="", loss="ce") + "search: {seeds: [1]}\n")
+    uri = f"sqlite:///{tmp_path}/m.db"
+    assert dispatch.main(["sweep", str(config), "--plugin", "gone.py", "--tracking-uri", uri]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"dicelab sweep: error: plugin {Path.cwd()}/gone.py: no such file or directory\n"
+    )
+    assert not (tmp_path / "m.db").exists()
