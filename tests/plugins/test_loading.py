@@ -193,3 +193,15 @@ def test_a_sweep_with_a_bad_plugin_stops_before_ray_and_records_nothing(tmp_path
         == f"dicelab sweep: error: plugin {Path.cwd()}/gone.py: no such file or directory\n"
     )
     assert not (tmp_path / "m.db").exists()
+
+
+def test_a_notebooks_config_names_plugins_relative_to_its_working_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import yaml
+
+    from dicelab.api import _config_path  # the file dicelab.sweep hands the driver
+
+    monkeypatch.chdir(tmp_path)
+    path = _config_path({"name": "notebook", "plugins": ["poly1.py", "my_lab.losses"]})
+    assert yaml.safe_load(path.read_text())["plugins"] == [str(tmp_path / "poly1.py"), "my_lab.losses"]
