@@ -276,6 +276,11 @@ def _config_path(source: ConfigSource) -> Path:
     import yaml
 
     data = _config_dict(source)
+    if data.get("plugins"):  # paths relative to the working directory (a notebook's), not to the file here
+        from dicelab.plugins import resolve_entries
+
+        data = {**data, "plugins": resolve_entries(data["plugins"], Path.cwd())}
+        source = data
     text = (
         config_to_yaml(source)
         if isinstance(source, ExperimentConfig)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import sys
+import inspect
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Generic, TypeVar
@@ -36,7 +36,8 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         # dicelab's own modules register built-ins, also when a plugin's import imports them first
-        caller = sys._getframe(1).f_globals.get("__name__", "")
+        frame = inspect.currentframe()  # None where Python keeps no frames: then the loading plugin's
+        caller = frame.f_back.f_globals.get("__name__", "") if frame and frame.f_back else ""
         plugin = None if caller.split(".")[0] == "dicelab" else _LOADING.get() or caller
         if plugin is not None and self.builtins is not None:
             importlib.import_module(self.builtins)

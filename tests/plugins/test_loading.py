@@ -3,6 +3,7 @@ is one line, exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -154,3 +155,53 @@ def test_a_worker_refuses_a_plugin_other_than_the_drivers(tmp_path: Path) -> Non
             import_pinned(pinned)
     finally:
         sys.path.remove(str(elsewhere.parent))
+
+
+NAN_LOSS = """
+import torch
+
+from dicelab.losses import LOSSES, Loss
+
+
+@LOSSES.register("nan_loss")
+class NanLoss(Loss):
+    def forward(self, logits, target):
+        return logits.sum() * float("nan")
+"""
+
+
+def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(tmp_path: Path, capsys) -> None:
+    write(tmp_path / "nan_loss.py", NAN_LOSS)
+    config = write(
+        tmp_path / "nan.yaml",
+        "name: nan\nplugins: [nan_loss.py]\nloss: {name: nan_loss}\n"
+        "data: {source: synthetic_pairs, synthetic: {n_train: 16, n_dev: 8}, max_length: 16}\n"
+        "model: {backbone: tiny-bert, tiny_bert: {hidden_size: 32, num_layers: 1, num_heads: 2}}\n"
+        "train: {epochs: 1, batch_size: 8}\n",
+    )
+    assert dispatch.main(["trial", str(config), "--no-tracking", "--quiet", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["outcome"] == "non_finite", result
+
+
+def test_a_sweep_with_a_bad_plugin_stops_before_ray_and_records_nothing(tmp_path: Path, capsys) -> None:
+    config = write(tmp_path / "sweep.yaml", CONFIG.format(plugins="", loss="ce") + "search: {seeds: [1]}\n")
+    uri = f"sqlite:///{tmp_path}/m.db"
+    assert dispatch.main(["sweep", str(config), "--plugin", "gone.py", "--tracking-uri", uri]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"dicelab sweep: error: plugin {Path.cwd()}/gone.py: no such file or directory\n"
+    )
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_a_notebooks_config_names_plugins_relative_to_its_working_directory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import yaml
+
+    from dicelab.api import _config_path  # the file dicelab.sweep hands the driver
+
+    monkeypatch.chdir(tmp_path)
+    path = _config_path({"name": "notebook", "plugins": ["poly1.py", "my_lab.losses"]})
+    assert yaml.safe_load(path.read_text())["plugins"] == [str(tmp_path / "poly1.py"), "my_lab.losses"]

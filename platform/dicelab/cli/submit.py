@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from dicelab.plugins import add_plugin_option
 from dicelab.sweeps.submit import SubmitOptions, submit
 
 
@@ -18,13 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config key, e.g. --set train.epochs=2 (repeatable)",
     )
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="load a plugin first: a module name, .py file or package directory (repeatable)",
-    )
+    add_plugin_option(parser)
     parser.add_argument("--name", help="sweep name (MLflow experiment); default: the config's name")
     parser.add_argument(
         "--tracking-uri",

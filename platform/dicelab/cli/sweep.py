@@ -6,6 +6,7 @@ import argparse
 
 from dicelab.config import read_config
 from dicelab.errors import ConfigError
+from dicelab.plugins import add_plugin_option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,13 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config key, e.g. --set train.epochs=2 (repeatable)",
     )
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="load a plugin first: a module name, .py file or package directory (repeatable)",
-    )
+    add_plugin_option(parser)
     parser.add_argument(
         "--address",
         help="Ray cluster to join: auto (the cluster on this machine) or HOST:PORT; "

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from dicelab.errors import ConfigError
 from dicelab.experiment import load_experiment
+from dicelab.plugins import add_plugin_option
 from dicelab.tracking import conventions as names
 from dicelab.tracking import default_tracking_uri
 from dicelab.training.reporter import TrialResult
@@ -33,13 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLflow store; tracks even when the config says tracking.enabled: false "
         "(default: config tracking.uri, env MLFLOW_TRACKING_URI, sqlite under ./.dicelab/)",
     )
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="load a plugin first: a module name, .py file or package directory (repeatable)",
-    )
+    add_plugin_option(parser)
     parser.add_argument("--no-tracking", action="store_true", help="do not record the trial in MLflow")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line, last")
     parser.add_argument("--quiet", action="store_true", help="no progress output, only the result")

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dicelab.plugins import add_plugin_option
+
 if TYPE_CHECKING:
     from dicelab.config import ExperimentConfig
     from dicelab.sweeps.space import SweepPlan
@@ -18,13 +20,7 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", nargs="+", type=Path, help="YAML config files")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="load a plugin first: a module name, .py file or package directory (repeatable)",
-    )
+    add_plugin_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

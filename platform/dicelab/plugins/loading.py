@@ -13,6 +13,7 @@ A plugin that cannot be imported, names a missing file, or registers a name that
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib
 import importlib.metadata
@@ -48,6 +49,17 @@ class Plugin:
 
 _LOADED: dict[str, Plugin] = {}  # module name -> plugin, in load order
 _ENTRY_POINTS_LOADED = False
+
+
+def add_plugin_option(parser: argparse.ArgumentParser) -> None:
+    """`--plugin MODULE` (repeatable), for every command that reads a config."""
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="load a plugin first: a module name, .py file or package directory (repeatable)",
+    )
 
 
 def loaded() -> list[Plugin]:

@@ -8,6 +8,7 @@ sweep started, another copy first on the worker's path) fails the trial with a l
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,14 +43,17 @@ def py_modules(pinned: Sequence[Pin]) -> list[str]:
 
 
 def import_pinned(pinned: Sequence[Pin]) -> None:
-    """On a worker, before its trial: import each pinned plugin (from the driver's path where this machine
-    has the same file, else by module name from what the runtime env sent) and check its hash."""
+    """On a worker, before its trial: import each pinned plugin (by module name where the runtime env put
+    it on the Python path, else from the driver's path: a private local Ray) and check its hash."""
     present = {plugin.module: plugin for plugin in loaded()}
     for pin in pinned:
         plugin = present.get(pin.module)
-        if plugin is None:
+        if plugin is None:  # a copy the runtime env sent first, else the driver's file on a shared disk
             path = Path(pin.path)
-            same_file = "." not in pin.module and path.exists() and digest_of(path) == pin.digest
+            shipped = importlib.util.find_spec(pin.module.split(".")[0]) is not None
+            same_file = (
+                not shipped and "." not in pin.module and path.exists() and digest_of(path) == pin.digest
+            )
             plugin = load_path(path) if same_file else load_module(pin.module)
         if plugin.digest != pin.digest:
             raise PluginError(

@@ -17,6 +17,7 @@ import asyncio
 import os
 import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ class SubmitOptions:
     check_tracking: bool = True  # False: the server is reachable from the cluster only
 
 
-def entrypoint(config: str, options: SubmitOptions, storage: str | None, modules: list[str] = ()) -> str:
+def entrypoint(config: str, options: SubmitOptions, storage: str | None, modules: Sequence[str] = ()) -> str:
     """`modules`: the plugins' module names; the job has their files (`runtime_env`) on its Python path."""
     words = ["python", "-m", "dicelab.cli", "sweep", config, "--address", "auto"]
     plugins = [f"plugins=[{', '.join(modules)}]"] if modules else []
@@ -81,7 +82,7 @@ def entrypoint(config: str, options: SubmitOptions, storage: str | None, modules
     return shlex.join(words)
 
 
-def runtime_env(working_dir: Path, plugin_paths: list[str] = ()) -> dict[str, Any]:
+def runtime_env(working_dir: Path, plugin_paths: Sequence[str] = ()) -> dict[str, Any]:
     import dicelab
 
     package = Path(dicelab.__file__).resolve().parent
