@@ -302,11 +302,7 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
                             f"`{r['candidate']}` − `{r['reference']}`",
                             signed(r["dev_difference"]),
                             r["dev_verdict"],
-                            signed(r["difference"]),
-                            interval(r["low"], r["high"], signed=True),
-                            _p(r["p_holm"]),
-                            r["verdict"],
-                            _sample(r),
+                            *_compared(r),
                         ]
                         for _, r in held.comparisons.iterrows()
                     ],
@@ -348,11 +344,7 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
                         f"`{r['candidate']}` ({number(r['candidate_mean'])})",
                         r["rival"],
                         number(r["reference_mean"]),
-                        signed(r["difference"]),
-                        interval(r["low"], r["high"], signed=True),
-                        _p(r["p_holm"]),
-                        r["verdict"],
-                        _sample(r),
+                        *_compared(r),
                     ]
                     for _, r in held.tuned.iterrows()
                 ],
@@ -360,6 +352,18 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
             ),
         ]
     return found
+
+
+def _compared(row: pd.Series) -> list[str]:
+    """A comparison's cells: Δ, interval, p (Holm), verdict, sample."""
+    low, high = row["low"], row["high"]
+    return [
+        signed(row["difference"]),
+        interval(low, high, signed=True),
+        _p(row["p_holm"]),
+        row["verdict"],
+        _sample(row),
+    ]
 
 
 def _select(frame: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:
