@@ -129,18 +129,25 @@ def test_without_a_test_split_ce_tuned_is_read_on_dev(sweep_log, tracking_uri):
     for seed in range(3):
         log.trial(0.8 + seed / 100, loss="ce", seed=seed, metrics={"best_dev_f1_tuned": 0.82 + seed / 100})
         log.trial(0.83 + seed / 100, loss="dice", seed=seed, metrics={"best_dev_f1_tuned": 0.84})
+        log.trial(
+            None, loss="focal", seed=seed, outcome="failed", reason="RuntimeError: out of memory", history=[]
+        )
     runs = load_runs("dev-only", tracking_uri)
     options = AnalysisOptions(test="t")
     from dicelab.analysis.observations import observations
 
     held = held_out(observations(runs, options), decisions(runs, options), runs, options)
     assert not held.has_test and held.comparisons.empty
-    tuned = held.tuned.set_index("rival")
+    tuned = held.tuned[held.tuned["loss"] == "dice"].set_index("rival")
     assert set(held.tuned["split"]) == {"dev"}
     assert tuned.loc[AT_TUNED, "difference"] == pytest.approx(1.0)  # 83+s vs 82+s
     assert tuned.loc[AT_DEFAULT, "difference"] == pytest.approx(3.0)
     said = decision_statements(held, decisions(runs, options).arenas.iloc[0], options)
-    assert said[0].startswith("**Chosen on dev, not judged on held-out data:** `dice` is the best of 2")
+    assert said[0].startswith("**Chosen on dev, not judged on held-out data:** `dice` is the best of 3")
+    assert said[-1] == (
+        "`focal` against `ce` with its threshold tuned on dev: **not compared**, no usable seed "
+        "(`focal`: 3 failed)."
+    )
 
 
 def test_the_report_puts_test_beside_dev_and_draws_the_threshold_figures(runs, tmp_path):

@@ -25,13 +25,14 @@ import pandas as pd
 from dicelab.analysis._format import interval, number, signed
 from dicelab.analysis.comparisons import Configuration, Decisions, compare_trials_many, configurations
 from dicelab.analysis.document import Block, Heading, Table, Text
-from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, metric_label
+from dicelab.analysis.observations import TASK, VARIANT, AnalysisOptions, exclusion_reasons, metric_label
 from dicelab.analysis.runs import RunSet
 from dicelab.stats import BETTER, WORSE, holm
 from dicelab.stats import verdict as decide
 from dicelab.tracking import conventions as names
 
 AT_DEFAULT, AT_TUNED = "CE at 0.5", "CE, threshold tuned on dev"
+NOT_COMPARED = "not compared"  # a loss without a usable seed (failed, degenerate, no value)
 ARENA_KEYS = ["experiment", "task", "metric", "variant"]
 
 
@@ -180,9 +181,34 @@ def _against_tuned(
                     "candidate_mean": candidate.mean,
                     "reference_mean": reference.mean,
                     "threshold": _mean_threshold(reference),
+                    "not_compared": "",
                     **_result(result, p_holm, options),
                 }
             )
+    unusable = {c.loss for c in dev_configs.values() if c.loss != reference_loss} - best_per_loss.keys()
+    for loss in sorted(unusable):  # every loss gets its line: one without a usable seed says why
+        own = [c for c in dev_configs.values() if c.loss == loss]
+        why = "; ".join(f"`{c.label}`: {exclusion_reasons(c.trials, options)}" for c in own)
+        rows.append(
+            {
+                **keys,
+                "split": split,
+                "rival": AT_TUNED,
+                "loss": loss,
+                "candidate": own[0].label,
+                "reference": baseline,
+                "candidate_mean": math.nan,
+                "reference_mean": tuned_configs[baseline].mean if baseline in tuned_configs else math.nan,
+                "threshold": _mean_threshold(tuned_configs[baseline])
+                if baseline in tuned_configs
+                else math.nan,
+                "not_compared": why,
+                "paired": False,
+                "n": 0,
+                **dict.fromkeys(("difference", "low", "high", "p_value", "p_holm"), math.nan),
+                "verdict": NOT_COMPARED,
+            }
+        )
     return rows
 
 
@@ -233,6 +259,12 @@ def decision_statements(held: HeldOut, arena: pd.Series, options: AnalysisOption
     tuned = _select(held.tuned, keys)
     for _, row in tuned[tuned["rival"] == AT_TUNED].iterrows() if len(tuned) else []:
         threshold = f", mean threshold {row['threshold']:.2f}" if math.isfinite(row["threshold"]) else ""
+        if row["not_compared"]:
+            statements.append(
+                f"`{row['loss']}` against `{row['reference']}` with its threshold tuned on dev{threshold}: "
+                f"**not compared**, no usable seed ({row['not_compared']})."
+            )
+            continue
         statements.append(
             f"`{row['candidate']}` against `{row['reference']}` with its threshold tuned on dev{threshold} "
             f"({row['split']} {metric_label(str(arena['metric']))}): {signed(row['difference'])} "
@@ -302,11 +334,7 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
                             f"`{r['candidate']}` − `{r['reference']}`",
                             signed(r["dev_difference"]),
                             r["dev_verdict"],
-                            signed(r["difference"]),
-                            interval(r["low"], r["high"], signed=True),
-                            _p(r["p_holm"]),
-                            r["verdict"],
-                            _sample(r),
+                            *_compared(r),
                         ]
                         for _, r in held.comparisons.iterrows()
                     ],
@@ -348,11 +376,7 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
                         f"`{r['candidate']}` ({number(r['candidate_mean'])})",
                         r["rival"],
                         number(r["reference_mean"]),
-                        signed(r["difference"]),
-                        interval(r["low"], r["high"], signed=True),
-                        _p(r["p_holm"]),
-                        r["verdict"],
-                        _sample(r),
+                        *_compared(r),
                     ]
                     for _, r in held.tuned.iterrows()
                 ],
@@ -360,6 +384,20 @@ def blocks(held: HeldOut, options: AnalysisOptions) -> list[Block]:
             ),
         ]
     return found
+
+
+def _compared(row: pd.Series) -> list[str]:
+    """A comparison's cells: Δ, interval, p (Holm), verdict, sample."""
+    if row.get("not_compared"):
+        return ["", "", "", f"not compared: {row['not_compared']}", ""]
+    low, high = row["low"], row["high"]
+    return [
+        signed(row["difference"]),
+        interval(low, high, signed=True),
+        _p(row["p_holm"]),
+        row["verdict"],
+        _sample(row),
+    ]
 
 
 def _select(frame: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:
