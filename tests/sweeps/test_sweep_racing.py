@@ -247,6 +247,7 @@ def test_elimination_lines_say_the_evidence_or_why_there_is_none():
         "high": -0.0001, "leader": "dsc", "p_holm": 0.0456, "n": 5, "test": "paired t test",
     }  # fmt: skip
     assert "[-0.0075, -0.0001], p(Holm) 0.0456, n=5, paired t test" in elimination_line(event)
+    assert "p(Holm over 2) 0.0456, n=5" in elimination_line({**event, "family": 2})
 
 
 # -- the time budget, on recorded timelines (an injected clock) --------------------------------------------

@@ -130,10 +130,12 @@ def elimination_line(event: dict[str, Any]) -> str:
     """One printed line per dropped configuration, with its evidence."""
     if not math.isfinite(event["difference"]):
         return f"race: dropped {event['configuration']} ({event['why']}, {event['n']} seeds)"
+    # Holm's family: the configurations compared with the leader at this look (the analysis keeps the drop)
+    family = f" over {event['family']}" if event.get("family") else ""
     return (
         f"race: dropped {event['configuration']} ({event['why']}: {_signed(event['difference'])} vs "
         f"{event['leader']}, [{_signed(event['low'])}, {_signed(event['high'])}], "
-        f"p(Holm) {event['p_holm']:.3g}, n={event['n']}, {event['test']})"
+        f"p(Holm{family}) {event['p_holm']:.3g}, n={event['n']}, {event['test']})"
     )
 
 
