@@ -211,6 +211,7 @@ def _decision(runs: RunSet) -> tuple[list[str], Decisions]:
     """The Decision's lines, as `dicelab analyze` prints them (no report written), and its tables."""
     from dicelab.analysis.analyze import race_test
     from dicelab.analysis.decision import decision_lines
+    from dicelab.analysis.held_out import decision_statements, held_out
     from dicelab.analysis.race import race_records
 
     options = AnalysisOptions(test=race_test(runs) or "permutation")  # type: ignore[arg-type]
@@ -218,7 +219,12 @@ def _decision(runs: RunSet) -> tuple[list[str], Decisions]:
     found = decisions_from_observations(obs, runs, options)
     if runs.trials.empty:
         return [], found
-    return decision_lines(found, race_records(runs), options, obs), found
+    held = held_out(obs, found, runs, options)  # the held-out and tuned-threshold lines `analyze` prints
+
+    def more(arena: Any) -> list[str]:
+        return decision_statements(held, arena, options)
+
+    return decision_lines(found, race_records(runs), options, obs, more), found
 
 
 def _winner(experiment: str, tracking_uri: str, sweep_id: str) -> Any:
