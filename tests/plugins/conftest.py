@@ -51,16 +51,15 @@ def isolated_plugins() -> Iterator[None]:
     registries = [LOSSES, SOURCES]
     saved = [(dict(r._entries), dict(r._origins)) for r in registries]
     loaded, entry_points = dict(loading._LOADED), loading._ENTRY_POINTS_LOADED
-    modules = set(sys.modules)
     yield
+    plugins = set(loading._LOADED) - set(loaded)  # their modules go, the libraries they imported stay
+    for name in [name for name in sys.modules if name.split(".")[0] in plugins]:
+        del sys.modules[name]
     for registry, (entries, origins) in zip(registries, saved, strict=True):
         registry._entries, registry._origins = entries, origins
     loading._LOADED.clear()
     loading._LOADED.update(loaded)
     loading._ENTRY_POINTS_LOADED = entry_points
-    for name in set(sys.modules) - modules:
-        if not name.startswith(("dicelab", "torch", "transformers")):
-            del sys.modules[name]
 
 
 def write(path: Path, text: str) -> Path:

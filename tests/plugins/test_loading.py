@@ -170,7 +170,10 @@ class NanLoss(Loss):
 """
 
 
-def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(tmp_path: Path, capsys) -> None:
+def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the feature cache (.dicelab/cache) goes there
     write(tmp_path / "nan_loss.py", NAN_LOSS)
     config = write(
         tmp_path / "nan.yaml",
@@ -184,13 +187,16 @@ def test_a_plugin_loss_that_returns_nan_ends_its_trial_as_non_finite(tmp_path: P
     assert result["outcome"] == "non_finite", result
 
 
-def test_a_sweep_with_a_bad_plugin_stops_before_ray_and_records_nothing(tmp_path: Path, capsys) -> None:
+def test_a_sweep_with_a_bad_plugin_stops_before_ray_and_records_nothing(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
     config = write(tmp_path / "sweep.yaml", CONFIG.format(plugins="", loss="ce") + "search: {seeds: [1]}\n")
     uri = f"sqlite:///{tmp_path}/m.db"
     assert dispatch.main(["sweep", str(config), "--plugin", "gone.py", "--tracking-uri", uri]) == 2
     assert (
         capsys.readouterr().err
-        == f"dicelab sweep: error: plugin {Path.cwd()}/gone.py: no such file or directory\n"
+        == f"dicelab sweep: error: plugin {tmp_path}/gone.py: no such file or directory\n"
     )
     assert not (tmp_path / "m.db").exists()
 
