@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 # Runs per search_runs page: each page is one request, answered in one go. A 5,000-run page took the loaded
-# 2-core server minutes, longer than its workers lived between restarts there (docs/performance.md).
+# 2-core server minutes, longer than its workers lived between restarts there.
 PAGE_SIZE = 500
 _RUN_IDS_PER_QUERY = 500  # keeps IN (...) lists under every database's bound-parameter limit
 HISTORY_READERS = 8  # metric histories read at once, one run each

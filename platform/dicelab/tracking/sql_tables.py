@@ -3,7 +3,7 @@
 The analysis reads a SQL store (the embedded SQLite file, a team server's PostgreSQL) with flat SELECTs on
 MLflow's own tables. Declaring the columns it reads here, instead of taking them from MLflow's ORM models,
 keeps MLflow out of that path: importing MLflow and its SQL store (whose module configures every ORM mapper)
-costs about 3.5 s of a `dicelab analyze` on the 2-core test machine (docs/performance.md).
+costs about 3.5 s of a `dicelab analyze` on the 2-core test machine (benchmarks/results/analyze_ab_sql.json).
 `tests/tracking/test_sql_tables.py` checks every column declared here against MLflow's models, so a release
 that renames or retypes one fails there, naming it. Importing this module does not import MLflow.
 """
