@@ -3,7 +3,8 @@
 Python starts a collection every 700 net allocations of container objects, and every hundredth is a full
 one over the whole heap. A dicelab process holds torch, transformers, MLflow, Ray, pandas or SciPy:
 hundreds of thousands of objects, which every full collection walks again, while importing them, while a
-trial trains and while a report is built. Two remedies (kept with the local Ray tuning; benchmarks/ray_speedups_ab.py):
+trial trains and while a report is built. Two remedies, kept with a local sweep's Ray tuning
+(benchmarks/ray_speedups_ab.py):
 
 - a first threshold of FIRST_THRESHOLD allocations (`for_this_process` in the trial workers of a sweep),
   so that full collections come about 70 times less often;
