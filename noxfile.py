@@ -70,10 +70,21 @@ def _unit(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *UNIT_TIER)
 
 
+# Ray's fixed start-up waits, raised as the test suite raises them (tests/conftest.py RAY_START_UP_WAITS):
+# on a loaded 2-core machine the raylet missed its wait for the agents' ports (Ray 2.55). Only waits.
+START_UP_WAITS = {
+    "RAY_gcs_server_port_wait_time_s": "120",
+    "RAY_NUM_REDIS_GET_RETRIES": "120",
+    "RAY_raylet_start_wait_time_s": "120",
+    "RAY_worker_register_timeout_seconds": "180",
+    "RAY_agent_register_timeout_ms": "180000",  # the raylet's wait for its agents' port files
+}
+
+
 def _sweep_and_analyze(session: nox.Session) -> None:
     """The quickstart sweep on a private local Ray, tracked in a new SQLite store, then its analysis."""
     with tempfile.TemporaryDirectory(prefix=f"nox-{session.name}-") as tmp, session.chdir(tmp):
-        session.run("dicelab", "sweep", str(ROOT / "experiments" / "quickstart.yaml"))
+        session.run("dicelab", "sweep", str(ROOT / "experiments" / "quickstart.yaml"), env=START_UP_WAITS)
         session.run("dicelab", "analyze", "--experiment", "quickstart", "--out", "report")
         session.run("python", "-c", "import pathlib; assert any(pathlib.Path('report').iterdir())")
 

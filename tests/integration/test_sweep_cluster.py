@@ -435,7 +435,8 @@ def reservations(
         if states is not None and group["state"] not in states:
             continue
         for bundle in group["bundles"]:
-            if wanted is None or bundle["unit_resources"] == wanted:
+            # a group removed before Ray placed it lists its bundle without a node
+            if bundle.get("node_id") and (wanted is None or bundle["unit_resources"] == wanted):
                 placed[bundle["node_id"]] += 1
     return dict(placed)
 

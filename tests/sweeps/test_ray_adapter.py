@@ -69,13 +69,11 @@ def test_the_token_default_warning_is_quieted_where_its_logger_exists(monkeypatc
     assert ray_adapter.quiet_token_default_warning() is False and logger.level == logging.NOTSET
 
 
-@pytest.mark.parametrize(
-    "key", [*ray_adapter.node_system_config(), *ray_adapter.preload_system_config(["m"])]
-)
+@pytest.mark.parametrize("key", [*ray_adapter.node_settings(), *ray_adapter.preload_settings(["m"])])
 def test_system_config_keys_are_known_to_ray(key):
     # Ray validates _system_config at start against the RAY_CONFIG entries compiled into _raylet
     contract(
-        f"_system_config key {key!r} (node_system_config / preload_system_config)",
+        f"_system_config key {key!r} (node_settings / preload_settings)",
         _binary_has(RAY / "_raylet.so", key),
         "The key is no longer in Ray's compiled config: a local sweep falls back to a plain start.",
     )
@@ -91,11 +89,11 @@ def test_the_tuning_switch(monkeypatch, value, on):
 
 
 def test_a_refusal_of_the_system_config_is_told_apart_from_other_errors():
-    system = ray_adapter.node_system_config()
-    assert ray_adapter.refused_system_config(ValueError("unknown key enable_worker_prestart"), system)
-    assert ray_adapter.refused_system_config(RuntimeError("invalid _system_config"), system)
-    assert not ray_adapter.refused_system_config(RuntimeError("timed out during startup"), system)
-    assert not ray_adapter.refused_system_config(ValueError("invalid _system_config"), {})
+    system = ray_adapter.node_settings()
+    assert ray_adapter.refused_settings(ValueError("unknown key enable_worker_prestart"), system)
+    assert ray_adapter.refused_settings(RuntimeError("invalid _system_config"), system)
+    assert not ray_adapter.refused_settings(RuntimeError("timed out during startup"), system)
+    assert not ray_adapter.refused_settings(ValueError("invalid _system_config"), {})
 
 
 def test_local_cpus_counts_cgroup_limits_and_falls_back_to_the_affinity(monkeypatch):

@@ -129,7 +129,7 @@ def connect_ray(address: str | None, outline: SweepPlan | None = None) -> None:
         # when the first driver connects; the trials' actors take the second set (see `warm_workers`).
         system: dict[str, Any] = {}
         if ray_adapter.tuning_on():
-            system = ray_adapter.node_system_config()
+            system = ray_adapter.node_settings()
             if outline is not None:
                 system.update(warm_workers.system_config(outline, warm_workers.local_cpus()))
         trial_env.prepare_local_ray()
@@ -176,15 +176,15 @@ class LocalRayError(DicelabError):
 
 def _start_local_ray(system: dict[str, Any], quiet: dict[str, Any]) -> Any:
     """`ray.init` of a private local node (what it returns: the node's addresses and session directory),
-    with `system` (its `_system_config`) unless this Ray refuses those settings: then a plain start."""
+    with `system` (Ray's internal settings, `ray_adapter.init_local`) unless this Ray refuses them: then a
+    plain start."""
     import ray
 
     for attempt in range(1, LOCAL_RAY_STARTS + 1):
         try:
-            # a copy: Ray adds to the dict it is given (its spilling config), which a second try would pass on
-            return ray.init(address="local", include_dashboard=False, _system_config=dict(system), **quiet)
+            return ray_adapter.init_local(system, **quiet)
         except Exception as error:
-            if ray_adapter.refused_system_config(error, system):
+            if ray_adapter.refused_settings(error, system):
                 ray.shutdown()
                 _log.warning(
                     "this Ray refused dicelab's local settings (%s): a plain start", first_line(error)

@@ -10,7 +10,7 @@ runs each both ways, tests/sweeps/test_ray_adapter.py):
   unchecked (its driver, on the cluster, runs the cluster's Ray).
 - `quiet_token_default_warning`: the logger of Ray's warning that token authentication is its default;
   without it, the warning shows.
-- The tuning of a private local Ray (`node_system_config`, `preload_system_config`, `bare_trial_actors`,
+- The tuning of a private local Ray (`node_settings`, `preload_settings`, `bare_trial_actors`,
   `local_cpus`): Ray's internal settings and Tune's actor defaults, kept because the quickstart sweep
   took far less wall time with them (benchmarks/results/ray_speedups_ab.md); `DICELAB_RAY_TUNING=0` turns
   them off, and a Ray that refuses the settings, or a Tune without those defaults, gets Ray's plain start.
@@ -95,7 +95,7 @@ def tuning_on() -> bool:
     return os.environ.get(TUNING_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def node_system_config() -> dict[str, Any]:
+def node_settings() -> dict[str, Any]:
     """`_system_config` of a private local node (internal keys, checked by Ray at start; a Ray that refuses
     them gets a plain start, `driver._start_local_ray`): no workers prestarted with the raylet (idle CPU and
     memory: the trials' actors take the set prestarted when the driver connects), and no metrics collected
@@ -103,16 +103,24 @@ def node_system_config() -> dict[str, Any]:
     return {"enable_worker_prestart": False, "enable_metrics_collection": False}
 
 
-def preload_system_config(modules: list[str]) -> dict[str, Any]:
+def preload_settings(modules: list[str]) -> dict[str, Any]:
     """`_system_config` that makes the prestarted workers import `modules` at once, with Ray's idle-worker
     killer off (it killed them in the moment before Tune's actors claimed them; see `warm_workers`)."""
     return {"preload_python_modules": modules, "kill_idle_workers_interval_ms": 0}
 
 
-def refused_system_config(error: BaseException, system: dict[str, Any]) -> bool:
+def refused_settings(error: BaseException, system: dict[str, Any]) -> bool:
     """Whether `ray.init` failed on one of the `_system_config` keys (a Ray release that renamed them)."""
     text = str(error)
     return bool(system) and ("system_config" in text or any(key in text for key in system))
+
+
+def init_local(settings: dict[str, Any], **options: Any) -> Any:
+    """`ray.init` of a private local node without a dashboard, with `settings` as Ray's `_system_config`
+    (a copy: Ray adds its spilling config to the dict it is given, which a second try would pass on)."""
+    import ray
+
+    return ray.init(address="local", include_dashboard=False, _system_config=dict(settings), **options)
 
 
 def local_cpus() -> int:

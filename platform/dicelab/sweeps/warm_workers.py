@@ -49,7 +49,7 @@ def system_config(plan: SweepPlan, cpus: int) -> dict[str, Any]:
     at_once = min(plan.trials_at_start, int(cpus // resources.cpu), plan.search.max_concurrent or cpus)
     if at_once < cpus:
         return {}
-    return ray_adapter.preload_system_config(list(TRIAL_MODULES))
+    return ray_adapter.preload_settings(list(TRIAL_MODULES))
 
 
 def local_cpus() -> int:
