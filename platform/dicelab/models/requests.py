@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from dicelab.errors import DataError
 from dicelab.models.saved import SavedModel
@@ -32,7 +31,11 @@ class BadRequest(MlflowException, DataError):
     DataError too, as the model's other input errors are."""
 
     def __init__(self, line: str) -> None:
-        super().__init__(line, error_code=INVALID_PARAMETER_VALUE)
+        # the code's protobuf number lives in mlflow.protos: MLflow's public constructor of its 400 gives the
+        # code and what MLflow derives from it
+        public = MlflowException.invalid_parameter_value(line)
+        super().__init__(line, sqlstate=public.sqlstate, error_class=public.error_class)
+        self.error_code = public.error_code
         self.line = line
 
     def serialize_as_json(self) -> str:
