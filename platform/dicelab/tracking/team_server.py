@@ -152,7 +152,14 @@ class Recorded:
     started: str
 
     def alive(self) -> bool:
-        return _start_time(self.pid) == self.started
+        """The recorded process runs: same id, same start time, and not a zombie (an ended child of this
+        process that is not reaped yet, as after `start` and `stop` in one process)."""
+        if _start_time(self.pid) != self.started:
+            return False
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
 
 
 @dataclass
