@@ -21,6 +21,12 @@ BYTECODE := $(BIN)/python -m compileall -q platform tests benchmarks
 # collection, 2026-11-27, the 2-core AMD EPYC).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
+# The tools' caches live in .venv (pytest's: pyproject's cache_dir), so that `make test` adds nothing to the
+# repository's root but .venv.
+TOOL_CACHE := $(VENV)/.cache
+RUFF := RUFF_CACHE_DIR=$(TOOL_CACHE)/ruff $(BIN)/ruff
+LINT_IMPORTS := $(BIN)/lint-imports --cache-dir $(TOOL_CACHE)/import-linter
+
 .PHONY: demo check test integration lint docs install clean
 
 $(STAMP): pyproject.toml Makefile
@@ -48,14 +54,14 @@ BY_FILE := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 check: $(STAMP)
 	$(BYTECODE)
-	$(BIN)/ruff check platform tests benchmarks infra
-	$(BIN)/lint-imports
+	$(RUFF) check platform tests benchmarks infra
+	$(LINT_IMPORTS)
 	$(PYTEST) -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
 
 test: $(STAMP)
 	$(BYTECODE)
-	$(BIN)/ruff check platform tests benchmarks infra
-	$(BIN)/lint-imports
+	$(RUFF) check platform tests benchmarks infra
+	$(LINT_IMPORTS)
 	$(PYTEST) -q $(BY_FILE)
 
 integration: $(STAMP)
@@ -63,12 +69,12 @@ integration: $(STAMP)
 	$(PYTEST) -q -m integration $(BY_FILE)
 
 lint: $(STAMP)
-	$(BIN)/ruff check platform tests benchmarks infra
-	$(BIN)/ruff format --check platform tests benchmarks infra
+	$(RUFF) check platform tests benchmarks infra
+	$(RUFF) format --check platform tests benchmarks infra
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or missing page fails.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) .dicelab reports site .pytest_cache .ruff_cache
+	rm -rf $(VENV) .dicelab reports site .pytest_cache .ruff_cache .import_linter_cache

@@ -35,8 +35,8 @@ TESTS = Path(__file__).resolve().parent
 # The repository root, which a run leaves as it found it (checked at the session's end, below); None where
 # this conftest is not in a checkout (a copy in a pytester directory).
 ROOT = TESTS.parent if (TESTS.parent / "pyproject.toml").is_file() else None
-# Entries pytest and the Makefile create in the root on purpose (both ignored by git).
-ROOT_TOOL_ENTRIES = frozenset({".pytest_cache", ".venv"})
+# The one entry the Makefile creates in the root on purpose (ignored by git); the tools' caches are inside it.
+ROOT_TOOL_ENTRIES = frozenset({".venv"})
 # Hypothesis keeps its files (the example database, its constants cache) in the user's cache, not in a
 # .hypothesis/ of the working directory, the root.
 os.environ.setdefault(

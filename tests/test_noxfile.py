@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def noxfile():
     spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the repository root
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 
