@@ -13,7 +13,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 FILES = sorted(path for path in RESULTS.glob("*.md") if path.name != "README.md")
 
 
-# Results files written by something other than a benchmark script: the nox sessions of the supported versions.
+# Results files that no benchmark script writes: the supported versions come from the nox sessions.
 PRODUCERS = {"supported_versions.md": "noxfile.py"}
 
 
