@@ -24,7 +24,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 # The tools' caches live in .venv (pytest's: pyproject's cache_dir), so that `make test` adds nothing to the
 # repository's root but .venv.
 TOOL_CACHE := $(VENV)/.cache
-RUFF := RUFF_CACHE_DIR=$(TOOL_CACHE)/ruff $(BIN)/ruff
+RUFF := $(BIN)/ruff  # its cache: pyproject's cache-dir
 LINT_IMPORTS := $(BIN)/lint-imports --cache-dir $(TOOL_CACHE)/import-linter
 
 .PHONY: demo check test integration lint docs install clean
