@@ -24,6 +24,7 @@ from dicelab.sweeps.state import SweepState
 from dicelab.sweeps.winner import sweep_mode, value_of
 from dicelab.tracking import conventions as names
 from dicelab.tracking import ensure_experiment, lifecycle, links
+from dicelab.tracking.lifecycle import Event, ParentRun
 
 VERSIONED_PACKAGES = ("dicelab", "torch", "ray", "mlflow", "transformers")
 # The sweep's cost on its parent run: the trials' resource-seconds summed, in hours, and how many trials
@@ -114,17 +115,15 @@ def close_parent_run(
         tags=[RunTag(names.PRIMARY_METRIC, metric)],
     )
     succeeded = outcomes[names.COMPLETED] + outcomes[names.EARLY_STOPPED]
-    Event = lifecycle.Event
     ending = Event.INTERRUPT if interrupted else Event.COMPLETE if succeeded else Event.FAIL
-    lifecycle.ParentRun(client, state.parent_run_id).send(ending)
+    ParentRun(client, state.parent_run_id).send(ending)
     return outcomes
 
 
 def end_parent_run(client: MlflowClient, state: SweepState, error: BaseException) -> None:
     """The parent run of a sweep whose driver raised `error`: interrupted by Ctrl-C, else failed."""
-    Event = lifecycle.Event
     ending = Event.INTERRUPT if isinstance(error, KeyboardInterrupt) else Event.FAIL
-    lifecycle.ParentRun(client, state.parent_run_id).send(ending)
+    ParentRun(client, state.parent_run_id).send(ending)
 
 
 def cost_totals(runs: list[Run]) -> dict[str, float]:
@@ -215,7 +214,7 @@ def start_or_resume(
     """A new sweep: experiment, parent run and state directory. --resume: the newest one, reopened."""
     if resumed is not None:
         state, directory = resumed
-        lifecycle.ParentRun.of(client, client.get_run(state.parent_run_id)).send(lifecycle.Event.RESUME)
+        ParentRun.of(client, client.get_run(state.parent_run_id)).send(Event.RESUME)
         last_section = next(reversed(flatten_config(config))).split(".")[0]
         records.discard_cut_short(client, state.experiment_id, state.sweep_id, last_section)
         return state, directory

@@ -106,9 +106,8 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
     State.SCHEDULER_STOPPED: {},
     State.NON_FINITE: {},
 }
-_ENDED_SWEEP = {
-    Event.RESUME: State.RUNNING
-}  # --resume reopens the sweep's newest parent run, however it ended
+# --resume reopens the sweep's newest parent run, however it ended
+_ENDED_SWEEP = {Event.RESUME: State.RUNNING}
 PARENT_TRANSITIONS: dict[State, dict[Event, State]] = {
     State.PENDING: {Event.START: State.RUNNING},
     State.RUNNING: {
