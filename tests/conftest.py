@@ -64,7 +64,6 @@ LONGEST_FIRST = (
     "infra/test_infra_local_cluster.py",
     "integration/test_warm_workers.py",
     "integration/test_sweep_plugins.py",
-    "integration/test_sweep_cluster_plugins.py",
     "models/test_model_portability.py",
     # The longest files of the unit tier (about 30 to 55 CPU-s each), so they do not start last.
     "tasks/test_tasks_families.py",

@@ -4,8 +4,9 @@ their params, metrics, statuses and reasons. A small seed race is killed mid-way
 where it was, with no trial run twice and no run duplicated, and its decision and eliminations are recorded
 on the parent run.
 
-Also on that cluster: fractional GPUs packed four to a declared GPU, and the preflight (the cluster's Ray and
-Python versions against the driver's, a wrong token one line, exit 2).
+Also on that cluster: a plugin's loss (sent with the driver's runtime env), fractional GPUs packed four to a
+declared GPU, and the preflight (the cluster's Ray and Python versions against the driver's, a wrong token
+one line, exit 2).
 
 The nested runs and the failed, non-finite and crashed trials are one sweep's (a module fixture: a sweep's
 driver and trial workers cost far more than its tiny trials). Every test here uses the session's cluster
@@ -29,7 +30,9 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from tests.plugins.conftest import poly1_source
 
+from dicelab.plugins.loading import digest_of
 from dicelab.sweeps import ray_adapter
 from dicelab.sweeps.parent_run import COST_CPU_HOURS, COST_GPU_HOURS, COST_TRIALS
 from dicelab.sweeps.race_records import DECISION_ARTIFACT, ELIMINATIONS_ARTIFACT
@@ -194,6 +197,31 @@ def test_submit_runs_the_sweep_as_a_ray_job_with_this_dicelab(
     sweep_tools.by_trial(parents[0], trials)
     assert {run.data.params["loss.name"] for run in trials} == {"ce", "focal"}
     assert all(run.info.status == "FINISHED" for run in trials)
+
+
+def test_a_plugin_loss_sweeps_on_a_two_node_cluster(tmp_path: Path, ray_cluster, mlflow_server, sweep_tools):
+    """A plugin's loss in a sweep joining the cluster (`--address`): the driver sends the plugin with its
+    runtime env, every trial's worker imports it and checks its hash, and the runs say which version ran.
+    (Here rather than in a file of its own: another file would start the two-node cluster again.)"""
+    lab = tmp_path / "my_lab"  # outside the repository, outside the working directory
+    lab.mkdir()
+    plugin = lab / "poly1_cluster.py"
+    plugin.write_text(poly1_source("poly1"))
+    config = sweep_tools.write_sweep(
+        tmp_path,
+        "it-cluster-plugin",
+        {"seeds": [1], "conditional": {"poly1": {}, "ce": {}}, "max_concurrent": 2},
+        train={"epochs": 1},
+    )
+    args = ["sweep", str(config), "--plugin", str(plugin), "--address", ray_cluster.address]
+    done = sweep_tools.run([*args, "--tracking-uri", mlflow_server], tmp_path, timeout_s=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-cluster-plugin")
+    assert len(parents) == 1 and len(trials) == 2
+    assert {run.data.params["loss.name"] for run in trials} == {"poly1", "ce"}
+    assert {run.data.tags[names.OUTCOME] for run in trials} == {names.COMPLETED}
+    fingerprint = f"poly1_cluster={digest_of(plugin)}"
+    assert {run.data.tags.get("dicelab.plugins") for run in [*parents, *trials]} == {fingerprint}
 
 
 def test_a_race_killed_mid_way_resumes_the_same_race(tmp_path, ray_cluster, mlflow_server, sweep_tools):
@@ -478,6 +506,7 @@ def _named(values: dict[str, Any], names_of: dict[str, str]) -> str:
 DRIVER = """
 import json, sys
 from ray.job_submission import JobSubmissionClient
+from dicelab.plugins.loading import digest_of
 from dicelab.sweeps import ray_adapter
 address, dashboard = sys.argv[1:3]
 reported = ray_adapter.cluster_versions(address)
