@@ -118,7 +118,6 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
     )
     database = tmp_path / ".dicelab" / "mlflow.db"
     uri = f"sqlite:///{database}"
-    client = MlflowClient(uri)
 
     driver = sweep_tools.start(["sweep", str(config)], tmp_path)
     try:
@@ -147,6 +146,7 @@ def test_ctrl_c_ends_the_running_trials_as_killed_and_resume_finishes_them(
     runs = sweep_tools.by_trial(parents[0], trials)
     assert len(runs) == 2 and all(run.info.status == "FINISHED" for run in runs.values())
     assert all(names.REASON not in run.data.tags for run in runs.values())
+    client = MlflowClient(uri)  # after the driver made the store: see faults/test_fault_driver.py
     evaluated = [
         {p.step for p in client.get_metric_history(run.info.run_id, "dev_f1")} for run in runs.values()
     ]
