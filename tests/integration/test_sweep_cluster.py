@@ -4,9 +4,9 @@ their params, metrics, statuses and reasons. A small seed race is killed mid-way
 where it was, with no trial run twice and no run duplicated, and its decision and eliminations are recorded
 on the parent run.
 
-Also on that cluster: a plugin's loss (sent with the driver's runtime env), fractional GPUs packed four to a
-declared GPU, and the preflight (the cluster's Ray and Python versions against the driver's, a wrong token
-one line, exit 2).
+Also on that cluster: fractional GPUs packed four to a declared GPU (with a plugin's loss, sent with the
+driver's runtime env), and the preflight (the cluster's Ray and Python versions against the driver's, a
+wrong token one line, exit 2).
 
 The nested runs and the failed, non-finite and crashed trials are one sweep's (a module fixture: a sweep's
 driver and trial workers cost far more than its tiny trials). Every test here uses the session's cluster
@@ -199,31 +199,6 @@ def test_submit_runs_the_sweep_as_a_ray_job_with_this_dicelab(
     assert all(run.info.status == "FINISHED" for run in trials)
 
 
-def test_a_plugin_loss_sweeps_on_a_two_node_cluster(tmp_path: Path, ray_cluster, mlflow_server, sweep_tools):
-    """A plugin's loss in a sweep joining the cluster (`--address`): the driver sends the plugin with its
-    runtime env, every trial's worker imports it and checks its hash, and the runs say which version ran.
-    (Here rather than in a file of its own: another file would start the two-node cluster again.)"""
-    lab = tmp_path / "my_lab"  # outside the repository, outside the working directory
-    lab.mkdir()
-    plugin = lab / "poly1_cluster.py"
-    plugin.write_text(poly1_source("poly1"))
-    config = sweep_tools.write_sweep(
-        tmp_path,
-        "it-cluster-plugin",
-        {"seeds": [1], "conditional": {"poly1": {}, "ce": {}}, "max_concurrent": 2},
-        train={"epochs": 1},
-    )
-    args = ["sweep", str(config), "--plugin", str(plugin), "--address", ray_cluster.address]
-    done = sweep_tools.run([*args, "--tracking-uri", mlflow_server], tmp_path, timeout_s=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-cluster-plugin")
-    assert len(parents) == 1 and len(trials) == 2
-    assert {run.data.params["loss.name"] for run in trials} == {"poly1", "ce"}
-    assert {run.data.tags[names.OUTCOME] for run in trials} == {names.COMPLETED}
-    fingerprint = f"poly1_cluster={digest_of(plugin)}"
-    assert {run.data.tags.get("dicelab.plugins") for run in [*parents, *trials]} == {fingerprint}
-
-
 def test_a_race_killed_mid_way_resumes_the_same_race(tmp_path, ray_cluster, mlflow_server, sweep_tools):
     """A killed driver resumes the sweep it was running: the same parent reopened, no trial run twice, no run
     duplicated, every trial finished; for a race, the same race (its seeds, decision and eliminations). (The
@@ -348,6 +323,11 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, ml
     trains on CPU and says so once (a tag on its run) instead of failing; the trials charge GPU-seconds for
     their reservation and the parent run sums them.
 
+    The trials' loss is a plugin's (poly1, from a file outside the repository, `--plugin`): the driver sends
+    it with its runtime env, every trial's worker on both nodes imports it and checks its hash, and the runs
+    say which version ran (on this sweep rather than one of its own: a sweep's driver and its workers are
+    what a test costs).
+
     The sweep sets `search.reuse_actors: false`. With Tune's actor reuse (dicelab's default), a trial whose
     own actor is still starting is handed a finished trial's actor instead, wherever that one runs: on this
     2-core machine actors take minutes to start (8 processes import torch, transformers, Tune and MLflow at
@@ -365,9 +345,15 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, ml
             "reuse_actors": False,  # each trial on the GPU share Ray reserved for it
         },
         data={"synthetic": {"n_train": 192, "n_dev": 32}},
+        loss={"name": "poly1"},
     )
+    lab = tmp_path / "my_lab"  # the plugin: outside the repository
+    lab.mkdir()
+    plugin = lab / "poly1_cluster.py"
+    plugin.write_text(poly1_source("poly1"))
     started = time.monotonic()
-    args = ["sweep", str(config), "--address", ray_cluster.address, "--tracking-uri", mlflow_server]
+    args = ["sweep", str(config), "--plugin", str(plugin), "--address", ray_cluster.address]
+    args += ["--tracking-uri", mlflow_server]
     driver = sweep_tools.start(args, tmp_path)
     most: dict[str, int] = {}  # the most reservations held at once, per node, at the moment of the most
     try:
@@ -387,6 +373,10 @@ def test_quarter_gpu_trials_pack_four_per_declared_gpu(tmp_path, ray_cluster, ml
     parents, trials = sweep_tools.sweep_runs(mlflow_server, "it-gpu-packing")
     runs = list(sweep_tools.by_trial(parents[0], trials).values())
     assert len(runs) == TRIALS
+    # the plugin's loss, in the version the driver sent, on every trial (both nodes: asserted below)
+    assert {run.data.params["loss.name"] for run in runs} == {"poly1"}
+    fingerprint = f"poly1_cluster={digest_of(plugin)}"
+    assert {run.data.tags.get("dicelab.plugins") for run in [*parents, *runs]} == {fingerprint}
 
     # Ray reserved the trials' bundles 4 per node, all 8 at once: both declared GPUs packed to capacity.
     reserved = reservations(ray_cluster, sweep_tools)
