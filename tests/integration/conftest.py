@@ -11,6 +11,7 @@ Every port is a free one, so the tests never meet another Ray cluster or server 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import secrets
@@ -400,6 +401,29 @@ class SweepTools:
     ) -> subprocess.CompletedProcess:
         """`dicelab ARGS`, to the end; on timeout its whole process group (a local Ray included) is killed."""
         return self.run_command([str(BIN / "dicelab"), *args], cwd, timeout_s, env)
+
+    @staticmethod
+    def run_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        """`dicelab ARGS` run in this process, in `cwd`, with this process's environment less
+        MLFLOW_TRACKING_URI (the store is the command's default or its --tracking-uri, as for `run`): the same
+        command without a second interpreter importing MLflow, pandas and matplotlib again (about 4 CPU-s
+        each). For commands that end on their own, start nothing and load no plugin (`analyze`, `export`,
+        `ui --experiment`): a plugin loaded here would stay in this process's registries."""
+        from dicelab.cli.dispatch import main
+
+        stdout, stderr, argv = io.StringIO(), io.StringIO(), sys.argv[:]
+        with (
+            pytest.MonkeyPatch.context() as patch,
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            patch.chdir(cwd)
+            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+            try:
+                code = main(args)
+            finally:
+                sys.argv = argv
+        return subprocess.CompletedProcess(["dicelab", *args], code, stdout.getvalue(), stderr.getvalue())
 
     def run_command(
         self, args: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
