@@ -54,16 +54,16 @@ INTEGRATION_GROUP = "integration"  # the xdist group of every integration test
 # place after these. Only the order: a file missing here runs all the same.
 LONGEST_FIRST = (
     "integration/test_sweep_cluster.py",
+    "integration/test_team_server_load.py",
     "integration/faults/test_fault_node.py",
     "integration/faults/test_fault_driver.py",
     "integration/test_sweep_local.py",
-    "integration/test_team_server_load.py",
     "test_api.py",
-    "integration/faults/test_fault_disk_full.py",
     "benchmarks/test_scale_benchmarks.py",
+    "integration/faults/test_fault_disk_full.py",
+    "integration/test_sweep_plugins.py",
     "infra/test_infra_local_cluster.py",
     "integration/test_warm_workers.py",
-    "integration/test_sweep_plugins.py",
     "models/test_model_portability.py",
     # The longest files of the unit tier (about 30 to 55 CPU-s each), so they do not start last.
     "tasks/test_tasks_families.py",
