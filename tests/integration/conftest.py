@@ -100,6 +100,26 @@ class RayCluster:
     dashboard: str  # http://..., for `dicelab submit --address`
     nodes: list[Process]  # the `ray start --block` of each node, head first (each in its own process group)
     node_ids: list[str]  # Ray's node id of each node, in the same order
+    directory: Path  # the nodes' temp dirs and logs
+    env: dict[str, str]
+    worker_args: list[str]  # `ray start` of a worker node, but its temp dir and ports
+
+    def add_node(self) -> str:
+        """A worker node like the first joining the running cluster (as a machine an autoscaler adds):
+        `ray start --address` in a process group of its own, stopped with the cluster (or killed by
+        kill_node, by its index). Returns its node id once the cluster lists it alive."""
+        index = len(self.nodes)
+        known = set(self.node_ids)
+        name = f"ray-node{index}"
+        args = [*self.worker_args, f"--temp-dir={self.directory / name}", *_node_ports()]
+        self.nodes.append(start_ray_node(name, args, self.env, self.directory))
+
+        def joined() -> str | None:
+            found = [node["node_id"] for node in alive_nodes(self.dashboard, self.env)]
+            return next((node for node in found if node not in known), None)
+
+        self.node_ids.append(wait_until(joined, 180, f"the {name} node to join", self.nodes[-1]))
+        return self.node_ids[-1]
 
     def kill_node(self, index: int) -> list[int]:
         """The machine of node `index` lost: SIGKILL every descendant of its `ray start` (raylet, agents and
@@ -217,16 +237,14 @@ def two_node_cluster(
         processes.append(head)
         dashboard = f"http://127.0.0.1:{dashboard_port}"
         first = wait_until(lambda: alive_nodes(dashboard, env), 180, "the Ray head node", head)
+        worker_args = [str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", *common]
         worker = start_ray_node(
             "ray-worker",
             [
-                str(BIN / "ray"),
-                "start",
-                f"--address=127.0.0.1:{port}",
+                *worker_args,
                 # its own temp dir, as on another machine: nodes sharing one would also share (and delete)
                 # each other's runtime-env files, such as a job's working directory
                 f"--temp-dir={directory / 'ray-worker'}",
-                *common,
                 *_node_ports(),
             ],
             env,
@@ -241,7 +259,9 @@ def two_node_cluster(
         both = wait_until(two_alive, 180, "the Ray worker node", worker)
         head_id = first[0]["node_id"]
         worker_id = next(node["node_id"] for node in both if node["node_id"] != head_id)
-        yield RayCluster(f"127.0.0.1:{port}", dashboard, processes, [head_id, worker_id])
+        yield RayCluster(
+            f"127.0.0.1:{port}", dashboard, processes, [head_id, worker_id], directory, env, worker_args
+        )
     finally:
         for process in reversed(processes):
             process.stop()
