@@ -4,6 +4,12 @@ SQLite store and against the PostgreSQL team server, at several N (default 100 a
     .venv/bin/python benchmarks/sweep_scale.py --trials 100 1000 [--backends sqlite server]
     .venv/bin/python benchmarks/sweep_scale.py --quick        # 4 trials against SQLite: a smoke run
     .venv/bin/python benchmarks/sweep_scale.py --race-only --trials 100 1000 4000   # the race alone, no Ray
+    .venv/bin/python benchmarks/sweep_scale.py --trials 100 400 --backends sqlite --base HEAD~1   # A/B
+
+With --base REF, every sweep runs twice in the same run, first on dicelab's package as of the git ref REF
+(its platform/ exported with `git archive`, first on the sweep process's PYTHONPATH, which Ray's local
+workers inherit), then on this checkout's; the rows say which ("variant"), and "ab" holds this checkout's
+costs over the base's at each N (1.0 = the same; below 1: cheaper).
 
 Each sweep is the real `dicelab sweep` driver (`dicelab.sweeps.driver.execute_sweep`, in its own process):
 the config checks, the parent run, the shared inputs, Tune with its callbacks (TrialRecords, SweepView,
@@ -289,7 +295,10 @@ def run_one(config_path: str, tracking_uri: str, trial_seconds: float) -> dict[s
     for counts in worker_counts:
         trial_calls.update(counts["calls"])
     driver_calls = Counter(driver_counts["calls"])
+    import dicelab
+
     row = {
+        "dicelab": str(Path(dicelab.__file__).parent),  # which package ran: this checkout's, or --base's
         "exit_code": outcome.exit_code,
         "trials": len(trials),
         "trials_finished": finished,
@@ -434,10 +443,11 @@ def measure(
     environment: dict[str, str],
     max_concurrent: int = 2,
     trial_seconds: float = 1.0,
+    variant: str = "change",
 ) -> dict:
     for attempt in range(1, ATTEMPTS + 1):
-        directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-", dir=scratch))
-        print(f"{trials} trials against {backend}: {directory}", file=sys.stderr, flush=True)
+        directory = Path(tempfile.mkdtemp(prefix=f"sweep-{trials}-{backend}-{variant}-", dir=scratch))
+        print(f"{trials} trials against {backend} ({variant}): {directory}", file=sys.stderr, flush=True)
         config = directory / "sweep.yaml"
         config.write_text(yaml.safe_dump(sweep_config(trials, directory / "results", max_concurrent)))
         command = [sys.executable, __file__, "--worker", str(config), tracking_uri, str(trial_seconds)]
@@ -446,7 +456,7 @@ def measure(
         )
         if done.returncode == 0:
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            return {"backend": backend, "n": trials, "attempts": attempt, **row}
+            return {"backend": backend, "variant": variant, "n": trials, "attempts": attempt, **row}
         if RAY_START_FAILED not in done.stderr or attempt == ATTEMPTS:
             raise SystemExit(f"the {trials}-trial sweep against {backend} failed:\n{done.stderr[-4000:]}")
         print(f"local Ray did not start ({trials} trials, {backend}): once more", file=sys.stderr, flush=True)
@@ -502,8 +512,10 @@ def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         "state_save_ms_each",
     )
     out: dict[str, dict[str, float]] = {}
-    for backend in sorted({row["backend"] for row in rows}):
-        own = sorted((row for row in rows if row["backend"] == backend), key=lambda row: row["n"])
+    for backend, variant in sorted({(row["backend"], row.get("variant", "change")) for row in rows}):
+        own = [row for row in rows if (row["backend"], row.get("variant", "change")) == (backend, variant)]
+        own.sort(key=lambda row: row["n"])
+        backend = backend if variant == "change" else f"{backend} {variant}"
         for small, large in itertools.pairwise(own):
             scale = large["n"] / small["n"]
             ratio = {
@@ -512,6 +524,46 @@ def growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             ratios = {key: ratio[key] / scale for key in totals} | {key: ratio[key] for key in per_trial}
             out[f"{backend} {small['n']}->{large['n']}"] = {key: round(v, 2) for key, v in ratios.items()}
     return out
+
+
+AB_KEYS = (
+    "wall_s",
+    "driver_cpu_ms_per_trial",
+    "overhead_wall_s_per_trial",
+    "driver_peak_rss_mb",
+    "driver_requests_per_trial",
+    "records_cpu_ms_per_trial",
+    "state_saves",
+    "state_save_ms_each",
+    "state_saves_cpu_s",
+)
+
+
+def ab(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per backend and N run both ways: this checkout's cost over the base's (1.0 the same, below 1
+    cheaper), and the driver CPU per trial's growth from the smallest N to each (per trial: 1.0 constant)."""
+    out: dict[str, dict[str, float]] = {}
+    by = {(row["backend"], row.get("variant", "change"), row["n"]): row for row in rows}
+    for (backend, variant, n), change in sorted(by.items()):
+        base = by.get((backend, "base", n))
+        if variant != "change" or base is None:
+            continue
+        out[f"{backend} {n}"] = {
+            key: round((change.get(key) or 0) / max(base.get(key) or 0, 1e-9), 2) for key in AB_KEYS
+        }
+    return out
+
+
+def base_tree(ref: str, scratch: Path) -> Path:
+    """dicelab's package as of git ref `ref`, exported under scratch: the folder to put on PYTHONPATH."""
+    root = Path(__file__).resolve().parent.parent
+    target = scratch / "base"
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", ref, "platform"], cwd=root, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / "platform"
 
 
 @contextlib.contextmanager
@@ -551,6 +603,9 @@ def main() -> int:
     parser.add_argument(
         "--race-only", action="store_true", help="the race searcher alone at each --trials (no Ray or MLflow)"
     )
+    parser.add_argument(
+        "--base", metavar="REF", help="also run each sweep on dicelab as of this git ref, first (an A/B)"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("CONFIG", "URI", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -581,18 +636,33 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="dl-sweep-scale-") as scratch,
         backends(args.backends, Path(scratch)) as uris,
     ):
+        variants: dict[str, dict[str, str]] = {"change": {}}
+        if args.base:
+            figures["base"] = subprocess.run(
+                ["git", "rev-parse", "--short", args.base], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            variants = {"base": {"PYTHONPATH": str(base_tree(args.base, Path(scratch)))}, **variants}
         for trials in args.trials:
             for backend, (uri, environment) in uris.items():
-                row = measure(
-                    trials, backend, uri, Path(scratch), environment, max_concurrent, args.trial_seconds
-                )
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                # after each sweep: what a run stopped before its end had measured
-                figures |= {"rows": rows, "growth": growth(rows), "load_average_after": os.getloadavg()}
+                for variant, extra in variants.items():
+                    row = measure(
+                        trials,
+                        backend,
+                        uri,
+                        Path(scratch),
+                        environment | extra,
+                        max_concurrent,
+                        args.trial_seconds,
+                        variant,
+                    )
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    # after each sweep: what a run stopped before its end had measured
+                    figures |= {"rows": rows, "growth": growth(rows), "ab": ab(rows)}
+                    figures["load_average_after"] = os.getloadavg()
                 if out is not None:
                     out.write_text(json.dumps(figures, indent=2))
-    print(json.dumps(figures["growth"], indent=2))
+    print(json.dumps({"growth": figures["growth"], "ab": figures["ab"]}, indent=2))
     return 0
 
 

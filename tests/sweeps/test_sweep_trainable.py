@@ -80,15 +80,26 @@ def test_the_closing_result_of_a_failed_trial_is_not_counted_as_an_evaluation(mo
     monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: results.append(result))
     reporter = trainable.TuneReporter(checkpoint_interval_s=1e9)
     assert trainable.evaluations(_tune_last_result(results)) is None  # no result yet
-    trainable.TuneReporter.report_failure("dev_f1")  # failed before its first evaluation
+    trainable.TuneReporter.report_failure("dev_f1", "run-1")  # failed before its first evaluation
     assert trainable.evaluations(_tune_last_result(results)) == 0
     results.clear()
     for step in (1, 2):
         reporter.on_evaluation(_evaluation(step))
     assert trainable.evaluations(_tune_last_result(results)) == 2  # a trial that goes on, or completed
-    trainable.TuneReporter.report_failure("dev_f1")  # then non-finite
+    trainable.TuneReporter.report_failure("dev_f1", "run-1")  # then non-finite
     last = _tune_last_result(results)
     assert trainable.evaluations(last) == 2 and last["dev_f1"] != last["dev_f1"]  # NaN: no value
+
+
+def test_every_result_names_the_trials_run_for_the_driver_to_read_by_id(monkeypatch):
+    results: list[dict] = []
+    monkeypatch.setattr(tune, "report", lambda result, checkpoint=None: results.append(result))
+    reporter = trainable.TuneReporter(checkpoint_interval_s=0.0, run_id="run-7")
+    reporter.on_evaluation(_evaluation(1))  # with a checkpoint
+    reporter.checkpoint_interval_s = 1e9
+    reporter.on_evaluation(_evaluation(2))  # metrics only
+    trainable.TuneReporter.report_failure("dev_f1", "run-7")
+    assert [result[trainable.RUN_ID_RESULT] for result in results] == ["run-7"] * 3
 
 
 def test_a_run_name_shows_sampled_floats_to_six_significant_digits():

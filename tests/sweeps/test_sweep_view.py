@@ -17,7 +17,7 @@ from dicelab.sweeps import records
 from dicelab.sweeps.algorithms import POINT_KEY
 from dicelab.sweeps.callbacks import SweepView, TrialRecords
 from dicelab.sweeps.space import plan_sweep
-from dicelab.sweeps.trainable import FAILED_RESULT, SweepContext
+from dicelab.sweeps.trainable import FAILED_RESULT, RUN_ID_RESULT, SweepContext
 from dicelab.tracking import check_tracking
 from dicelab.tracking import conventions as names
 
@@ -107,3 +107,30 @@ def test_after_a_resume_the_trials_that_ended_before_show_their_runs_best_and_ra
         ("t_higher", "completed", "0.7100"),
         ("t_lower", "completed", "0.6400"),
     ]
+
+
+def test_an_ended_trials_run_is_read_by_the_id_its_results_carry_else_found_by_its_tags(tmp_path):
+    """The driver reads an ended trial's run by the id in its last result (one read, however many runs the
+    sweep has); a trial that ended before reporting one is found by its tags."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    check_tracking(store)
+    client = MlflowClient(store)
+    experiment_id = client.create_experiment("view")
+    context = dataclasses.replace(_context(), experiment_id=experiment_id, tracking_uri=store)
+    run_ids = {}
+    for trial_id in ("t_reported", "t_silent"):
+        run_ids[trial_id] = records.create_trial_run(
+            client, experiment_id, run_name=trial_id, parent_run_id="parent-id",
+            tags=context.trial_tags(trial_id), params={},
+        )  # fmt: skip
+        client.set_tag(run_ids[trial_id], names.OUTCOME, names.COMPLETED)
+        client.set_terminated(run_ids[trial_id], "FINISHED")
+    trial_records = TrialRecords(context, "fifo")
+    # no run carries this trial's tags: only its reported id leads to its run
+    reported = _trial("t_renamed", 1.0e-3, [{"dev_f1": 0.7, RUN_ID_RESULT: run_ids["t_reported"]}])
+    silent = _trial("t_silent", 1.0e-3, [])
+    trial_records.on_trial_complete(0, [], reported)
+    trial_records.on_trial_complete(0, [], silent)
+    assert trial_records.outcomes == {"t_renamed": ("completed", None), "t_silent": ("completed", None)}
+    assert trial_records._find(reported).info.run_id == run_ids["t_reported"]
+    assert trial_records._find(silent).info.run_id == run_ids["t_silent"]

@@ -26,7 +26,14 @@ from dicelab.config import config_to_yaml, flatten_config
 from dicelab.sweeps import records
 from dicelab.sweeps.race_records import read_race
 from dicelab.sweeps.racing import DROPPED
-from dicelab.sweeps.trainable import SweepContext, evaluations, point_of, run_name, trial_config
+from dicelab.sweeps.trainable import (
+    RUN_ID_RESULT,
+    SweepContext,
+    evaluations,
+    point_of,
+    run_name,
+    trial_config,
+)
 from dicelab.tracking import conventions as names
 from dicelab.tracking.lifecycle import RECORDS, Event, State, TrialRun, state_of
 
@@ -99,6 +106,11 @@ class TrialRecords(_Lazy):
                 self.best[trial_id] = float(best)
 
     def _find(self, trial: Trial):
+        """The trial's run: by the id in its last result (one read), else by its tags (a trial that ended
+        before reporting, or one reported by an older dicelab)."""
+        run_id = (trial.last_result or {}).get(RUN_ID_RESULT)
+        if run_id:
+            return self.client.get_run(run_id)
         context = self.context
         return records.find_trial_run(self.client, context.experiment_id, context.sweep_id, trial.trial_id)
 

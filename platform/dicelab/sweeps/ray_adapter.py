@@ -178,7 +178,7 @@ def quiet_tune_driver() -> None:
     """Tune's environment switches, read by its driver: the sweep's own view instead of Tune's console output
     (its new output engine prints even at verbose=0); the experiment state (what --resume reads) saved every
     second unless `tuning.build_tuner` set a longer period for a large sweep, without the warning that saving
-    takes long; Tune's JSON logger only (`tuning.build_tuner` adds it)."""
+    takes long; none of Tune's loggers (`tuning.build_tuner` adds dicelab's `ResultLog`)."""
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
     os.environ["TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S"] = "0"

@@ -51,6 +51,9 @@ DEGENERATE_RESULT = (
     "degenerate"  # in a trial's last Tune result: its best evaluation was a degenerate predictor
 )
 FAILED_RESULT = "failed"  # in the result a trial that failed for good ends with: it is no evaluation
+# In every Tune result of a trial: its MLflow run, which the driver reads by id when the trial ends
+# (`callbacks.TrialRecords`) instead of searching the sweep's runs by tags.
+RUN_ID_RESULT = "mlflow_run_id"
 RAY_NODE = "dicelab.ray_node"  # tag: the Ray node the trial (last) ran on
 NODE_IP = "dicelab.node_ip"  # tag: that node's address
 WORKER_PID = "dicelab.worker_pid"  # tag: its worker process on that node
@@ -112,9 +115,10 @@ class TuneReporter(Reporter):
     trial only then).
     """
 
-    def __init__(self, checkpoint_interval_s: float = 0.0) -> None:
+    def __init__(self, checkpoint_interval_s: float = 0.0, run_id: str | None = None) -> None:
         self.degenerate: str | None = None  # set before the last report when the trial's best was degenerate
         self.checkpoint_interval_s = checkpoint_interval_s
+        self.run_id = run_id  # the trial's MLflow run, in each result (RUN_ID_RESULT)
         self.last_checkpoint = time.monotonic()
         # The sweep saves its winner's model from the trial's last checkpoint (search.save_model), so the
         # trial's last report carries a checkpoint whenever its best state is newer than the last one.
@@ -131,6 +135,8 @@ class TuneReporter(Reporter):
         }
         if self.degenerate:
             result[DEGENERATE_RESULT] = True
+        if self.run_id is not None:
+            result[RUN_ID_RESULT] = self.run_id
         result.update(evaluation.train_metrics)
         result.update({names.EPOCH: evaluation.epoch, "step": evaluation.step})
         self.latest = evaluation
@@ -151,11 +157,11 @@ class TuneReporter(Reporter):
         self.best_unsaved = False
 
     @staticmethod
-    def report_failure(metric: str) -> None:
+    def report_failure(metric: str, run_id: str) -> None:
         """A trial that failed for good still ends with a result holding the metric (Tune requires one):
         NaN, which searchers and schedulers read as "no value"; flagged, so that it is not counted as one of
         the trial's evaluations (`evaluations`)."""
-        tune.report({metric: float("nan"), FAILED_RESULT: True})
+        tune.report({metric: float("nan"), FAILED_RESULT: True, RUN_ID_RESULT: run_id})
 
 
 def evaluations(result: dict[str, Any]) -> int | None:
@@ -244,7 +250,7 @@ def _open_run(
             if key.startswith((names.DEV_PREFIX, names.BEST_PREFIX))
         }
         flag = {DEGENERATE_RESULT: True} if names.DEGENERATE in run.data.tags else {}
-        tune.report({context.tune_metric: float("nan"), **dev, **flag})
+        tune.report({context.tune_metric: float("nan"), **dev, **flag, RUN_ID_RESULT: run.info.run_id})
         return None
     return TrialRun.of(client, run)
 
@@ -307,7 +313,8 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
         run_id=opened.run_id,
         log_predictions=config.tracking.log_predictions,
     )
-    reporter = TrialReporter(TuneReporter(context.plan.search.checkpoint_interval_s), mlflow_reporter)
+    tune_reporter = TuneReporter(context.plan.search.checkpoint_interval_s, run_id=opened.run_id)
+    reporter = TrialReporter(tune_reporter, mlflow_reporter)
     resources, where = _placement(context)
     client.log_batch(opened.run_id, tags=[RunTag(key, value) for key, value in where.items()])
     try:
@@ -321,7 +328,7 @@ def tune_trial(tune_config: dict[str, Any], *, context: SweepContext, inputs: di
         if not reporter.ended:  # failed before the trial started: its run was not reopened yet
             trial_run = mlflow_reporter.run or opened
             trial_run.send(Event.FAIL, reason=first_line(error, with_type=True))
-        TuneReporter.report_failure(context.tune_metric)
+        TuneReporter.report_failure(context.tune_metric, opened.run_id)
     except BaseException as error:
         if not reporter.ended:
             trial_run = mlflow_reporter.run or opened

@@ -8,12 +8,12 @@ from typing import Any
 
 from ray import tune
 from ray.tune.experiment import Trial
-from ray.tune.logger import JsonLoggerCallback
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Repeater, Searcher
 
 from dicelab.sweeps.race_searcher import RaceSearcher
 from dicelab.sweeps.racing import Race, RaceSettings
+from dicelab.sweeps.result_log import ResultLog
 from dicelab.sweeps.space import SweepPlan
 from dicelab.sweeps.trainable import SweepContext, run_name, tune_trial
 from dicelab.sweeps.tune_storage import StateKeeper, prepare_resume
@@ -118,6 +118,26 @@ def tune_config(context: SweepContext, directory: Path) -> tune.TuneConfig:
     )
 
 
+def run_config(plan: SweepPlan, directory: Path, callbacks: list[tune.Callback]) -> tune.RunConfig:
+    search = plan.search
+    return tune.RunConfig(
+        name=directory.name,
+        storage_path=str(directory.parent),
+        failure_config=tune.FailureConfig(max_failures=search.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        # None of Tune's loggers (the driver sets TUNE_DISABLE_AUTO_CALLBACK_LOGGERS): the result.json that
+        # the ResultGrid reads is ResultLog's, outside the staging copy that each of Tune's saves uploads;
+        # CSV repeats it, and TensorBoard's writer cost the driver a second of CPU per sweep minute.
+        # StateKeeper last: it reports a full storage after the other callbacks' last lines.
+        callbacks=[
+            *callbacks,
+            ResultLog(),
+            StateKeeper(directory, plan.source, experiment_save_period_s(plan.num_trials)),
+        ],
+        verbose=0,
+    )
+
+
 def build_tuner(
     context: SweepContext,
     inputs: dict[str, Any],
@@ -125,28 +145,12 @@ def build_tuner(
     callbacks: list[tune.Callback],
 ) -> tune.Tuner:
     plan = context.plan
-    search = plan.search
     set_experiment_save_period(plan)
     return tune.Tuner(
         trainable(context, inputs),
         param_space=param_space(plan),
         tune_config=tune_config(context, directory),
-        run_config=tune.RunConfig(
-            name=directory.name,
-            storage_path=str(directory.parent),
-            failure_config=tune.FailureConfig(max_failures=search.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            # Of Tune's loggers only the JSON one (the driver sets TUNE_DISABLE_AUTO_CALLBACK_LOGGERS): its
-            # result.json is what the ResultGrid reads; CSV repeats it, and TensorBoard's writer cost the
-            # driver a second of CPU per sweep minute. StateKeeper last: it reports a full storage after the
-            # other callbacks' last lines.
-            callbacks=[
-                *callbacks,
-                JsonLoggerCallback(),
-                StateKeeper(directory, plan.source, experiment_save_period_s(plan.num_trials)),
-            ],
-            verbose=0,
-        ),
+        run_config=run_config(plan, directory, callbacks),
     )
 
 
