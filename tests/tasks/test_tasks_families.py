@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ from transformers import AutoConfig, AutoTokenizer, MPNetConfig
 
 from dicelab.cli import main
 from dicelab.config import ExperimentConfig, ModelConfig
+from dicelab.contracts.tasks import assert_loss_falls
 from dicelab.data import RawDataset, load_raw_dataset
 from dicelab.errors import ConfigError
 from dicelab.losses import build_loss
@@ -388,27 +388,8 @@ def test_a_short_training_run_lowers_the_loss(
     family: str, task_name: str, cases: Callable[[str, str], FamilyCase]
 ) -> None:
     case = cases(family, task_name)
-    model, loss_fn = case.model(), build_loss("ce")
     batch = case.task.collate(list(case.features["train"])[:4])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-
-    def evaluated_loss() -> float:
-        model.eval()
-        with torch.no_grad():
-            value = case.task.training_loss(model, batch, loss_fn)
-        model.train()
-        assert math.isfinite(value.item())
-        return value.item()
-
-    before = evaluated_loss()
-    for _ in range(10):
-        optimizer.zero_grad()
-        loss = case.task.training_loss(model, batch, loss_fn)
-        assert torch.isfinite(loss)
-        loss.backward()
-        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-        optimizer.step()
-    assert evaluated_loss() < 0.9 * before
+    assert_loss_falls(case.task, case.model(), batch, build_loss("ce"), steps=10, factor=0.9)
 
 
 @every_family

@@ -116,26 +116,7 @@ class TaskContract:
             self.loss_falls(case, loss_name)
 
     def loss_falls(self, case: TaskCase, loss_name: str) -> None:
-        model, batch, loss_fn = case.model(), case.batch(), build_loss(loss_name)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-
-        def evaluated_loss() -> float:
-            model.eval()
-            with torch.no_grad():
-                value = case.task.training_loss(model, batch, loss_fn)
-            model.train()
-            assert value.dim() == 0 and torch.isfinite(value)
-            return value.item()
-
-        before = evaluated_loss()
-        for _ in range(20):
-            optimizer.zero_grad()
-            loss = case.task.training_loss(model, batch, loss_fn)
-            assert loss.dim() == 0 and torch.isfinite(loss)
-            loss.backward()
-            assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-            optimizer.step()
-        assert evaluated_loss() < 0.8 * before
+        assert_loss_falls(case.task, case.model(), case.batch(), build_loss(loss_name), steps=20, factor=0.8)
 
     def test_evaluation_scores_the_primary_metric_with_one_prediction_per_example(
         self, case: TaskCase
@@ -151,3 +132,34 @@ class TaskContract:
             assert math.isfinite(value) and 0.0 <= value <= 1.0, (name, value)  # scores: higher is better
         assert len(result.predictions) == len(frame)
         pd.DataFrame(result.predictions).to_json()  # JSON-able records (logged as an artifact)
+
+
+def assert_loss_falls(
+    task: Any,
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    loss_fn: torch.nn.Module,
+    steps: int,
+    factor: float,
+) -> None:
+    """`steps` AdamW steps on one batch take the task's training loss (a finite scalar with finite gradients
+    throughout) below `factor` times its value before, both measured in eval mode."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+
+    def evaluated_loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            value = task.training_loss(model, batch, loss_fn)
+        model.train()
+        assert value.dim() == 0 and torch.isfinite(value)
+        return value.item()
+
+    before = evaluated_loss()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = task.training_loss(model, batch, loss_fn)
+        assert loss.dim() == 0 and torch.isfinite(loss)
+        loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        optimizer.step()
+    assert evaluated_loss() < factor * before
