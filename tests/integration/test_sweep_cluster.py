@@ -496,7 +496,6 @@ def _named(values: dict[str, Any], names_of: dict[str, str]) -> str:
 DRIVER = """
 import json, sys
 from ray.job_submission import JobSubmissionClient
-from dicelab.plugins.loading import digest_of
 from dicelab.sweeps import ray_adapter
 address, dashboard = sys.argv[1:3]
 reported = ray_adapter.cluster_versions(address)
